@@ -1,0 +1,135 @@
+package namespace
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Op names a state change.
+type Op uint8
+
+// Ops. Lock ops are appended later; never renumber these, they are in raft
+// logs on disk.
+const (
+	OpNoop          Op = iota // tick: advances the applied index and the clock only
+	OpCreate                  // create Path (Flags, Data, Session for ephemerals)
+	OpSet                     // set Path's Data if Version matches
+	OpDelete                  // delete Path if Version matches and it has no children
+	OpCheck                   // fail unless Path exists with Version; useful inside OpMulti
+	OpMulti                   // apply Ops all-or-nothing
+	OpSessionOpen             // open a session whose id is the command's index
+	OpSessionClose            // the client closes Session
+	OpSessionExpire           // the leader expires Sessions (a batch)
+	OpSetMember               // record cluster member metadata
+	OpRemoveMember            // forget the member Member.ID
+)
+
+var opNames = [...]string{
+	OpNoop:          "noop",
+	OpCreate:        "create",
+	OpSet:           "set",
+	OpDelete:        "delete",
+	OpCheck:         "check",
+	OpMulti:         "multi",
+	OpSessionOpen:   "session-open",
+	OpSessionClose:  "session-close",
+	OpSessionExpire: "session-expire",
+	OpSetMember:     "set-member",
+	OpRemoveMember:  "remove-member",
+}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// CreateFlags modify OpCreate.
+type CreateFlags uint8
+
+// Create flags.
+const (
+	// FlagEphemeral ties the node to Command.Session: it is deleted when
+	// the session closes or expires.
+	FlagEphemeral CreateFlags = 1 << iota
+	// FlagSequential appends the parent's sequential counter as %010d to
+	// the last path component.
+	FlagSequential
+)
+
+// AnyVersion in Command.Version skips the version check.
+const AnyVersion int64 = -1
+
+// Command is one state change; it is what the raft log carries (msgpack).
+// Field tags are short and empty fields omitted to keep log entries small;
+// the tags are a storage format: never change them.
+type Command struct {
+	Op        Op          `codec:"o"`
+	Path      string      `codec:"p,omitempty"`
+	Data      []byte      `codec:"d,omitempty"`
+	Flags     CreateFlags `codec:"f,omitempty"`
+	Version   int64       `codec:"v"`           // expected version for Set/Delete/Check; AnyVersion = unconditional
+	Session   uint64      `codec:"s,omitempty"` // owner of an ephemeral create; the session of OpSessionClose
+	Sessions  []uint64    `codec:"ss,omitempty"`
+	Secret    []byte      `codec:"sec,omitempty"` // OpSessionOpen: chosen by the leader, checked on resume
+	TTLMillis int64       `codec:"ttl,omitempty"` // OpSessionOpen
+	Identity  string      `codec:"id,omitempty"`  // OpSessionOpen: client TLS identity, may be ""
+	Ops       []Command   `codec:"ops,omitempty"` // OpMulti
+	Member    *Member     `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
+}
+
+// Member is one cluster member's addresses, kept in the namespace so that
+// every member can redirect clients to the leader.
+type Member struct {
+	ID         string `codec:"id"`
+	RaftAddr   string `codec:"r,omitempty"`
+	ClientAddr string `codec:"c,omitempty"`
+	HTTPAddr   string `codec:"h,omitempty"`
+}
+
+// Entry is what the server puts in a raft log entry: the leader's clock
+// stamp (unix nanoseconds) and the command.
+type Entry struct {
+	Time int64   `codec:"t"`
+	Cmd  Command `codec:"c"`
+}
+
+// entryHandle is configured once and never changed: it is shared by every
+// encoder and decoder (codec handles are safe for concurrent use).
+var entryHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.WriteExt = true
+	h.RawToString = true
+	// Entry -> Cmd -> Ops -> Command -> Member is depth 5; anything deeper
+	// is garbage, and the cap keeps hostile nesting off the stack.
+	h.MaxDepth = 8
+	// Never trust a length header for an allocation.
+	h.MaxInitLen = 4096
+	return h
+}()
+
+// EncodeEntry encodes e for the raft log.
+func EncodeEntry(e *Entry) ([]byte, error) {
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, entryHandle).Encode(e); err != nil {
+		return nil, fmt.Errorf("latch: encode entry: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeEntry decodes a raft log entry. It never panics: garbage yields an
+// error wrapping ErrMalformed.
+func DecodeEntry(b []byte) (e *Entry, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, err = nil, fmt.Errorf("%w: %v", ErrMalformed, r)
+		}
+	}()
+	e = new(Entry)
+	if err := codec.NewDecoderBytes(b, entryHandle).Decode(e); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return e, nil
+}

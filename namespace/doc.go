@@ -1,0 +1,3 @@
+// Package namespace is latch's deterministic state machine: commands in,
+// state (in badger) and events out. No raft, network, goroutines or clocks.
+package namespace

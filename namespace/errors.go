@@ -1,0 +1,28 @@
+package namespace
+
+import "errors"
+
+// Errors returned by the namespace. Callers match them with errors.Is; the
+// returned errors wrap them with the offending path or id.
+var (
+	ErrNoNode          = errors.New("latch: no node")
+	ErrNodeExists      = errors.New("latch: node exists")
+	ErrBadVersion      = errors.New("latch: version mismatch")
+	ErrNotEmpty        = errors.New("latch: node has children")
+	ErrBadPath         = errors.New("latch: bad path")
+	ErrDataTooLarge    = errors.New("latch: data too large")
+	ErrEphemeralParent = errors.New("latch: ephemeral nodes cannot have children")
+	ErrNoSession       = errors.New("latch: no such session")
+	ErrSessionExpired  = errors.New("latch: session expired")
+	ErrTooManyOps      = errors.New("latch: too many ops in multi")
+	ErrMalformed       = errors.New("latch: malformed entry")
+	ErrAlreadyApplied  = errors.New("latch: entry already applied")
+	ErrRootImmutable   = errors.New("latch: root node cannot be deleted")
+	ErrBadCommand      = errors.New("latch: bad command")
+	ErrNoMember        = errors.New("latch: no such member")
+	ErrBadLimits       = errors.New("latch: bad limits")
+	ErrBadConfig       = errors.New("latch: bad namespace config")
+	ErrBadSnapshot     = errors.New("latch: bad snapshot")
+	ErrStorage         = errors.New("latch: storage failure")
+	ErrClosed          = errors.New("latch: namespace store closed")
+)
