@@ -1,0 +1,381 @@
+package session
+
+import "github.com/latch-io/latch/namespace"
+
+// ProtocolVersion is the wire protocol version a peer speaks. It is sent in
+// Hello and carried in the ALPN token (ALPN), so a peer with another major
+// version fails the TLS handshake or gets ErrVersion, never garbage.
+const ProtocolVersion uint32 = 1
+
+// ALPN is the TLS application protocol of latch connections.
+const ALPN = "latch/1"
+
+// MsgType says what a Request asks for. Values are part of the wire format:
+// append new types at the end, never renumber.
+type MsgType uint8
+
+// Message types. Each comment says which Request fields are read and which
+// Response fields are set on success.
+const (
+	MsgInvalid MsgType = iota // zero value; always rejected with ErrUnknownType
+
+	// MsgHello must be the first request on a connection.
+	// Request: ProtocolVersion, ClientName. Response: ProtocolVersion, ServerID.
+	MsgHello
+	// MsgOpenSession creates a session owned by this connection.
+	// Request: TTLMillis (wish). Response: Session, Secret, TTLMillis (granted).
+	MsgOpenSession
+	// MsgResumeSession attaches an existing session to this connection
+	// (reconnect or failover). Request: Session, Secret. Response: TTLMillis.
+	MsgResumeSession
+	// MsgCloseSession ends Session, deleting its ephemeral nodes.
+	MsgCloseSession
+	// MsgKeepAlive renews Session's lease. Served by the leader from memory;
+	// never touches the raft log. Response: TTLMillis.
+	MsgKeepAlive
+
+	// MsgCreate creates Path. Request: Path, Data, Flags (Session owns
+	// ephemerals). Response: Path (actual, with sequence suffix), Stat, Rev.
+	MsgCreate
+	// MsgGet reads Path. Request: Path, Stale. Response: Data, Stat, Rev.
+	MsgGet
+	// MsgSet writes Path. Request: Path, Data, Version (namespace.AnyVersion
+	// skips the check; 0 means "expect version 0"). Response: Stat, Rev.
+	MsgSet
+	// MsgDelete removes Path. Request: Path, Version, Recursive. Response: Rev.
+	MsgDelete
+	// MsgStat reads Path's metadata. Request: Path, Stale. Response: Stat, Rev.
+	MsgStat
+	// MsgExists is MsgStat without ErrNoNode. Response: Exists, Stat, Rev.
+	MsgExists
+	// MsgChildren lists one page of Path's children, sorted, after After.
+	// Request: Path, After, Limit (0 = server default), Stale.
+	// Response: Names, More, Rev.
+	MsgChildren
+	// MsgMulti applies Ops all-or-nothing. Response: Results (one per op; on
+	// failure Code is the first failing op's code), Rev.
+	MsgMulti
+	// MsgSync waits until the serving member has applied everything committed
+	// before the request. Response: Rev.
+	MsgSync
+
+	// MsgWatch opens a streaming watch on Path. Request: Path, Kind, FromRev
+	// (0 = from now), OneShot. The first response frame acknowledges the
+	// watch (Rev = the revision it starts after, no Events); every later
+	// frame carries Events in revision order. The client cancels by closing
+	// the stream; a frame with Code != 0 ends it.
+	MsgWatch
+
+	// MsgSessions lists sessions (no secrets). Response: Sessions.
+	MsgSessions
+	// MsgMembers lists cluster members. Response: Members, Leader.
+	MsgMembers
+	// MsgStatus describes the serving member. Response: Status, Leader.
+	MsgStatus
+
+	// MsgLock queues a lock request on Path and streams its progress.
+	// Request: Path, Mode, TimeoutMillis (0 = wait until ctx ends),
+	// HoldTTLMillis (0 = held while the session lives), LockDelayMillis.
+	// Frames: Lock=LockQueued with Node and Rev, then Lock=LockGranted with
+	// Token and Node; or a frame with Code != 0 (ErrTimeout, ErrWouldDeadlock,
+	// ...). Closing the stream before the grant withdraws the request.
+	MsgLock
+	// MsgLockRelease releases (or withdraws) the lock request Node.
+	MsgLockRelease
+	// MsgLockRenew extends Node's hold TTL. Response: TTLMillis.
+	MsgLockRenew
+	// MsgCheckSequencer asks whether Sequencer still holds its lock.
+	// Response: Valid.
+	MsgCheckSequencer
+
+	msgTypeEnd // keep last: one past the highest valid type
+)
+
+var msgTypeNames = [...]string{
+	MsgInvalid:        "Invalid",
+	MsgHello:          "Hello",
+	MsgOpenSession:    "OpenSession",
+	MsgResumeSession:  "ResumeSession",
+	MsgCloseSession:   "CloseSession",
+	MsgKeepAlive:      "KeepAlive",
+	MsgCreate:         "Create",
+	MsgGet:            "Get",
+	MsgSet:            "Set",
+	MsgDelete:         "Delete",
+	MsgStat:           "Stat",
+	MsgExists:         "Exists",
+	MsgChildren:       "Children",
+	MsgMulti:          "Multi",
+	MsgSync:           "Sync",
+	MsgWatch:          "Watch",
+	MsgSessions:       "Sessions",
+	MsgMembers:        "Members",
+	MsgStatus:         "Status",
+	MsgLock:           "Lock",
+	MsgLockRelease:    "LockRelease",
+	MsgLockRenew:      "LockRenew",
+	MsgCheckSequencer: "CheckSequencer",
+}
+
+// String returns the type's name, for logs and metrics labels.
+func (t MsgType) String() string {
+	if int(t) < len(msgTypeNames) && msgTypeNames[t] != "" {
+		return msgTypeNames[t]
+	}
+	return "Unknown"
+}
+
+// Valid reports whether t is a type this version understands.
+func (t MsgType) Valid() bool { return t > MsgInvalid && t < msgTypeEnd }
+
+// Streaming reports whether the server answers t with a sequence of frames
+// instead of exactly one.
+func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock }
+
+// IsRead reports whether t only reads the namespace, so Stale may apply.
+func (t MsgType) IsRead() bool {
+	switch t {
+	case MsgGet, MsgStat, MsgExists, MsgChildren:
+		return true
+	}
+	return false
+}
+
+// WatchKind is a bitmask of what a watch reports.
+type WatchKind uint8
+
+// Watch kinds; combine with |.
+const (
+	WatchData      WatchKind = 1 << iota // data changes and deletion of Path
+	WatchChildren                        // children created or deleted under Path
+	WatchExists                          // creation and deletion of Path
+	WatchRecursive                       // every event anywhere in Path's subtree
+)
+
+// LockMode is the mode of a lock request. The zero value is exclusive, the
+// safe default.
+type LockMode uint8
+
+// Lock modes.
+const (
+	LockExclusive LockMode = iota
+	LockShared
+)
+
+// String returns "exclusive" or "shared".
+func (m LockMode) String() string {
+	switch m {
+	case LockExclusive:
+		return "exclusive"
+	case LockShared:
+		return "shared"
+	}
+	return "unknown"
+}
+
+// LockPhase says what a MsgLock stream frame reports.
+type LockPhase uint8
+
+// Lock phases.
+const (
+	LockNone    LockPhase = iota // not a lock frame
+	LockQueued                   // the request node exists; Node and Rev set
+	LockGranted                  // the lock is held; Token and Node set
+)
+
+// EventResync is a watch event type that namespace never produces: the
+// server could not deliver every event since the client's revision (history
+// compacted, or the consumer fell behind its buffer), so the client must
+// re-read the state it watches. Rev is the revision to resume from.
+const EventResync namespace.EventType = 255
+
+// Request is the envelope of every client request; Type says which fields
+// are read (see the MsgType constants). Fields are omitted from the wire
+// when zero, so a decoder must start from a zeroed Request.
+type Request struct {
+	Type MsgType `codec:"t"`
+	// Session is the session the request acts for (0 for none). The
+	// connection must have opened or resumed it.
+	Session uint64 `codec:"s,omitempty"`
+	// Stale lets any member answer a read from its local state instead of
+	// the leader confirming leadership first.
+	Stale bool `codec:"st,omitempty"`
+
+	ProtocolVersion uint32 `codec:"pv,omitempty"` // Hello
+	ClientName      string `codec:"cn,omitempty"` // Hello: for logs
+
+	Secret    []byte `codec:"sec,omitempty"` // ResumeSession
+	TTLMillis int64  `codec:"ttl,omitempty"` // OpenSession
+
+	Path      string                `codec:"p,omitempty"`
+	Data      []byte                `codec:"d,omitempty"`
+	Flags     namespace.CreateFlags `codec:"f,omitempty"`
+	Version   int64                 `codec:"v,omitempty"`
+	Recursive bool                  `codec:"r,omitempty"` // Delete
+	After     string                `codec:"a,omitempty"` // Children
+	Limit     int32                 `codec:"lim,omitempty"`
+	Ops       []Op                  `codec:"ops,omitempty"` // Multi
+
+	Kind    WatchKind `codec:"k,omitempty"`  // Watch
+	FromRev uint64    `codec:"fr,omitempty"` // Watch
+	OneShot bool      `codec:"os,omitempty"` // Watch
+
+	Mode            LockMode   `codec:"mo,omitempty"` // Lock
+	TimeoutMillis   int64      `codec:"to,omitempty"` // Lock
+	HoldTTLMillis   int64      `codec:"ht,omitempty"` // Lock
+	LockDelayMillis int64      `codec:"ld,omitempty"` // Lock
+	Node            string     `codec:"n,omitempty"`  // LockRelease, LockRenew
+	Sequencer       *Sequencer `codec:"sq,omitempty"` // CheckSequencer
+}
+
+// Op is one operation of a Multi. Type is namespace.OpCreate, OpSet,
+// OpDelete or OpCheck; anything else is rejected.
+type Op struct {
+	Type    namespace.Op          `codec:"t"`
+	Path    string                `codec:"p,omitempty"`
+	Data    []byte                `codec:"d,omitempty"`
+	Flags   namespace.CreateFlags `codec:"f,omitempty"`
+	Version int64                 `codec:"v,omitempty"`
+}
+
+// OpResult is the outcome of one Multi op.
+type OpResult struct {
+	Code    Code           `codec:"c,omitempty"`
+	Message string         `codec:"m,omitempty"`
+	Path    string         `codec:"p,omitempty"` // created path
+	Stat    namespace.Stat `codec:"st,omitempty"`
+}
+
+// Err returns nil when the op succeeded, else its error (see Code.Err).
+func (r *OpResult) Err() error { return r.Code.Err(r.Message) }
+
+// Sequencer names a held lock: a resource server checks it with
+// MsgCheckSequencer and rejects requests carrying a stale Token.
+type Sequencer struct {
+	Path    string   `codec:"p"`
+	Mode    LockMode `codec:"mo,omitempty"`
+	Token   uint64   `codec:"tk"`
+	Session uint64   `codec:"s"`
+}
+
+// WatchEvent is one change reported on a watch stream.
+type WatchEvent struct {
+	Type    namespace.EventType `codec:"t"`
+	Path    string              `codec:"p,omitempty"`
+	Rev     uint64              `codec:"r,omitempty"`
+	Session uint64              `codec:"s,omitempty"`
+}
+
+// SessionInfo describes one session in a MsgSessions answer. The secret is
+// never sent.
+type SessionInfo struct {
+	ID        uint64 `codec:"id"`
+	TTLMillis int64  `codec:"ttl,omitempty"`
+	Identity  string `codec:"idn,omitempty"`
+	OpenRev   uint64 `codec:"or,omitempty"`
+	OpenTime  int64  `codec:"ot,omitempty"` // unix nanos, leader clock
+	// ExpiresInMillis is the lease left as the leader sees it (0 when the
+	// answering member is not the leader).
+	ExpiresInMillis int64 `codec:"ex,omitempty"`
+}
+
+// MemberInfo describes one cluster member in a MsgMembers answer.
+type MemberInfo struct {
+	ID         string `codec:"id"`
+	RaftAddr   string `codec:"ra,omitempty"`
+	ClientAddr string `codec:"ca,omitempty"`
+	HTTPAddr   string `codec:"ha,omitempty"`
+	Leader     bool   `codec:"l,omitempty"`
+	Voter      bool   `codec:"v,omitempty"`
+}
+
+// StatusInfo describes the answering member in a MsgStatus answer.
+type StatusInfo struct {
+	ID           string `codec:"id"`
+	State        string `codec:"s,omitempty"` // leader, follower, candidate, shutdown
+	Term         uint64 `codec:"tm,omitempty"`
+	CommitIndex  uint64 `codec:"ci,omitempty"`
+	AppliedIndex uint64 `codec:"ai,omitempty"`
+	LastIndex    uint64 `codec:"li,omitempty"`
+	Sessions     int64  `codec:"ns,omitempty"`
+	Watches      int64  `codec:"nw,omitempty"`
+	Version      string `codec:"ver,omitempty"` // server build version
+	// Stats holds further numbers (raft stats and the like) for display.
+	Stats map[string]string `codec:"x,omitempty"`
+}
+
+// Response is the envelope of every server answer and of every frame of a
+// streaming answer. Code 0 means success; otherwise Message explains and,
+// for ErrNotLeader, Leader holds the leader's client address (empty when no
+// leader is known).
+type Response struct {
+	Code    Code   `codec:"c,omitempty"`
+	Message string `codec:"m,omitempty"`
+	Leader  string `codec:"l,omitempty"`
+
+	ProtocolVersion uint32 `codec:"pv,omitempty"` // Hello
+	ServerID        string `codec:"sid,omitempty"`
+
+	Session   uint64 `codec:"s,omitempty"`
+	Secret    []byte `codec:"sec,omitempty"`
+	TTLMillis int64  `codec:"ttl,omitempty"`
+
+	Path    string         `codec:"p,omitempty"`
+	Data    []byte         `codec:"d,omitempty"`
+	Stat    namespace.Stat `codec:"st,omitempty"`
+	Exists  bool           `codec:"e,omitempty"`
+	Names   []string       `codec:"ns,omitempty"`
+	More    bool           `codec:"mr,omitempty"`
+	Results []OpResult     `codec:"rs,omitempty"`
+	// Rev is the revision a write was applied at, or the applied revision a
+	// read was served at (watch from Rev to miss nothing after the read).
+	Rev uint64 `codec:"r,omitempty"`
+
+	Events []WatchEvent `codec:"ev,omitempty"` // Watch frames
+
+	Lock  LockPhase `codec:"lk,omitempty"` // Lock frames
+	Node  string    `codec:"n,omitempty"`
+	Token uint64    `codec:"tk,omitempty"`
+	Valid bool      `codec:"ok,omitempty"` // CheckSequencer
+
+	Sessions []SessionInfo `codec:"ss,omitempty"`
+	Members  []MemberInfo  `codec:"mb,omitempty"`
+	Status   *StatusInfo   `codec:"sts,omitempty"`
+}
+
+// Err returns nil when r succeeded, else an error that errors.Is the
+// sentinel for r.Code, carries the server's message and, for ErrNotLeader,
+// can be unpacked with errors.As into *Error to read the leader address.
+func (r *Response) Err() error {
+	if r.Code == CodeOK {
+		return nil
+	}
+	err := r.Code.Err(r.Message)
+	if e, ok := err.(*Error); ok {
+		e.Leader = r.Leader
+	}
+	return err
+}
+
+// ErrorResponse builds the Response a server sends for err: the code of its
+// sentinel (CodeInternal when it has none), its message, and the leader
+// address when err is an *Error carrying one.
+func ErrorResponse(err error) *Response {
+	r := &Response{}
+	r.SetErr(err)
+	return r
+}
+
+// SetErr sets r's Code, Message and Leader from err (nil clears them).
+func (r *Response) SetErr(err error) {
+	if err == nil {
+		r.Code, r.Message, r.Leader = CodeOK, "", ""
+		return
+	}
+	r.Code = CodeOf(err)
+	r.Message = err.Error()
+	var e *Error
+	if asError(err, &e) && e.Leader != "" {
+		r.Leader = e.Leader
+	}
+}
