@@ -1,4 +1,63 @@
 package namespace
 
+import (
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+const memberFormat = 1
+
+func appendMember(b []byte, m *Member) []byte {
+	b = append(b, memberFormat)
+	b = appendString(b, m.RaftAddr)
+	b = appendString(b, m.ClientAddr)
+	return appendString(b, m.HTTPAddr)
+}
+
+func decodeMember(id string, v []byte) (Member, error) {
+	d := decoder{b: v}
+	if f := d.byte(); f != memberFormat {
+		return Member{}, fmt.Errorf("%w: member %q format %d", ErrStorage, id, f)
+	}
+	m := Member{ID: id, RaftAddr: string(d.bytes()), ClientAddr: string(d.bytes()), HTTPAddr: string(d.bytes())}
+	if d.err != nil {
+		return Member{}, fmt.Errorf("%w: member %q: %v", ErrStorage, id, d.err)
+	}
+	return m, nil
+}
+
+func (c *cmdCtx) setMember(cmd *Command) error {
+	if cmd.Member == nil || cmd.Member.ID == "" {
+		return fmt.Errorf("%w: set-member needs a member with an ID", ErrBadCommand)
+	}
+	c.putRaw(memberKey(cmd.Member.ID), appendMember(nil, cmd.Member))
+	return nil
+}
+
+func (c *cmdCtx) removeMember(cmd *Command) error {
+	if cmd.Member == nil || cmd.Member.ID == "" {
+		return fmt.Errorf("%w: remove-member needs a member ID", ErrBadCommand)
+	}
+	key := memberKey(cmd.Member.ID)
+	if _, ok, err := c.getRaw(key); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%w: %q", ErrNoMember, cmd.Member.ID)
+	}
+	c.deleteRaw(key)
+	return nil
+}
+
 // Members returns the recorded cluster members ordered by ID.
-func (s *Store) Members() ([]Member, error) { return nil, ErrClosed }
+func (s *Store) Members() ([]Member, error) {
+	var out []Member
+	err := s.view(func(txn *badger.Txn) error {
+		return scan(txn, []byte{spaceMember}, func(k, v []byte) error {
+			m, err := decodeMember(string(k[1:]), v)
+			out = append(out, m)
+			return err
+		})
+	})
+	return out, err
+}

@@ -1,20 +1,215 @@
 package namespace
 
-import "io"
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Snapshot format: snapshotMagic, then one record per key in key order
+// (uvarint key length, key, uvarint value length, value), then a zero key
+// length and the CRC-32C of everything before it, big endian.
+const snapshotMagic = "latch-namespace-snapshot-1\n"
+
+// maxSnapshotRecord bounds a record's lengths when reading, so a corrupt
+// length cannot allocate without limit.
+const maxSnapshotRecord = 64 << 20
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Snapshot is the whole state at one read timestamp.
-type Snapshot struct{}
+type Snapshot struct {
+	txn   *badger.Txn
+	index uint64
+}
 
 // Snapshot syncs the store and captures its state; cheap, it only opens a
-// read transaction. Release it when done.
-func (s *Store) Snapshot() (*Snapshot, error) { return nil, ErrClosed }
+// read transaction, which later commands do not disturb. Release it when
+// done.
+func (s *Store) Snapshot() (*Snapshot, error) {
+	s.mu.Lock() // so applied matches the transaction's view
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := s.Sync(); err != nil {
+		return nil, err
+	}
+	return &Snapshot{txn: s.db.NewTransaction(false), index: s.applied.Load()}, nil
+}
+
+// Index is the applied index the snapshot contains.
+func (snap *Snapshot) Index() uint64 { return snap.index }
 
 // WriteTo streams the snapshot.
-func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) { return 0, ErrClosed }
+func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	crc := crc32.New(crcTable)
+	out := io.MultiWriter(bw, crc)
+	if _, err := io.WriteString(out, snapshotMagic); err != nil {
+		return cw.n, err
+	}
+	var hdr []byte
+	it := snap.txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		err := item.Value(func(v []byte) error {
+			hdr = binary.AppendUvarint(hdr[:0], uint64(len(item.Key())))
+			if _, err := out.Write(hdr); err != nil {
+				return err
+			}
+			if _, err := out.Write(item.Key()); err != nil {
+				return err
+			}
+			hdr = binary.AppendUvarint(hdr[:0], uint64(len(v)))
+			if _, err := out.Write(hdr); err != nil {
+				return err
+			}
+			_, err := out.Write(v)
+			return err
+		})
+		if err != nil {
+			return cw.n, fmt.Errorf("latch: write snapshot: %w", err)
+		}
+	}
+	if _, err := out.Write([]byte{0}); err != nil {
+		return cw.n, err
+	}
+	if _, err := bw.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
+		return cw.n, err
+	}
+	err := bw.Flush()
+	return cw.n, err
+}
 
 // Release frees the snapshot's read transaction.
-func (snap *Snapshot) Release() {}
+func (snap *Snapshot) Release() { snap.txn.Discard() }
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
 
 // Restore replaces the whole state with a snapshot written by WriteTo,
-// including the applied index.
-func (s *Store) Restore(r io.Reader) error { return ErrClosed }
+// including the applied index. The old state is dropped before the
+// snapshot is read to the end, so when Restore fails halfway the store is
+// broken: it refuses further commands until a Restore succeeds.
+func (s *Store) Restore(r io.Reader) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	br := bufio.NewReaderSize(r, 256<<10)
+	crc := crc32.New(crcTable)
+	in := &crcReader{r: br, crc: crc}
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(in, magic); err != nil || string(magic) != snapshotMagic {
+		return fmt.Errorf("%w: not a namespace snapshot", ErrBadSnapshot)
+	}
+	if err := s.db.DropAll(); err != nil {
+		s.broken = fmt.Errorf("%w: restore: drop: %w", ErrStorage, err)
+		return s.broken
+	}
+	if err := s.load(in, crc); err != nil {
+		s.broken = fmt.Errorf("%w: restore failed, state is incomplete: %w", ErrStorage, err)
+		return err
+	}
+	s.broken = nil
+	if err := s.loadMeta(); err != nil {
+		s.broken = err
+		return err
+	}
+	return nil
+}
+
+func (s *Store) load(in *crcReader, crc hash.Hash32) error {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for {
+		klen, err := binary.ReadUvarint(in)
+		if err != nil {
+			return fmt.Errorf("%w: key length: %w", ErrBadSnapshot, err)
+		}
+		if klen == 0 {
+			break
+		}
+		key, err := readRecord(in, klen)
+		if err != nil {
+			return err
+		}
+		vlen, err := binary.ReadUvarint(in)
+		if err != nil {
+			return fmt.Errorf("%w: value length: %w", ErrBadSnapshot, err)
+		}
+		val, err := readRecord(in, vlen)
+		if err != nil {
+			return err
+		}
+		if err := wb.Set(key, val); err != nil {
+			return fmt.Errorf("%w: restore: %w", ErrStorage, err)
+		}
+	}
+	want := crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(in.r, sum[:]); err != nil {
+		return fmt.Errorf("%w: checksum: %w", ErrBadSnapshot, err)
+	}
+	if got := binary.BigEndian.Uint32(sum[:]); got != want {
+		return fmt.Errorf("%w: checksum %08x, want %08x", ErrBadSnapshot, got, want)
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("%w: restore: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+func readRecord(in io.Reader, n uint64) ([]byte, error) {
+	if n > maxSnapshotRecord {
+		return nil, fmt.Errorf("%w: record of %d bytes", ErrBadSnapshot, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(in, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	return b, nil
+}
+
+// crcReader checksums what it reads; it is an io.ByteReader for varints.
+type crcReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	one [1]byte
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.crc.Write(p[:n])
+	return n, err
+}
+
+func (c *crcReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.one[0] = b
+		c.crc.Write(c.one[:])
+	}
+	return b, err
+}

@@ -1,12 +1,17 @@
 package namespace
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Config configures a Store.
@@ -23,18 +28,36 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Validate rejects a config Open cannot use.
+func (c Config) Validate() error {
+	if c.Dir == "" && !c.InMemory {
+		return fmt.Errorf("%w: Dir is required unless InMemory", ErrBadConfig)
+	}
+	if c.Limits != (Limits{}) {
+		if err := c.Limits.Validate(); err != nil {
+			return fmt.Errorf("%w: Limits: %w", ErrBadConfig, err)
+		}
+	}
+	return nil
+}
+
 // Store is the namespace state machine over one badger database. Apply,
 // ApplyBatch and Restore must be called from one goroutine at a time (the
 // raft FSM); reads may run concurrently with them.
 type Store struct {
 	db     *badger.DB
 	limits Limits
-	log    *slog.Logger
 
-	mu      sync.Mutex // serializes writers: apply, restore, close
-	applied atomic.Uint64
-	clock   int64 // monotonic leader clock; guarded by mu
-	broken  error // set when a commit failed; guarded by mu
+	// Transaction budget, half of what badger accepts, so that estimates
+	// never trip ErrTxnTooBig halfway through a command's writes.
+	maxTxnCount, maxTxnBytes int64
+	valueThreshold           int64
+
+	mu      sync.Mutex    // serializes writers: apply, restore, close
+	applied atomic.Uint64 // last committed applied index
+	clock   int64         // last committed leader clock; guarded by mu
+	broken  error         // set when a commit failed; guarded by mu
+	closed  atomic.Bool
 }
 
 // Result is what one applied command produced.
@@ -43,7 +66,7 @@ type Result struct {
 	Err     error    // nil, or wraps a sentinel; nothing changed when Err != nil
 	Path    string   // created path, with the sequential suffix filled in
 	Stat    Stat     // stat of the node after create/set, or checked by OpCheck
-	Session uint64   // OpSessionOpen: the new session's id (= Index)
+	Session uint64   // OpSessionOpen: the new session's id (= Index); expire: the session of this Results entry
 	Results []Result // OpMulti: one per op; OpSessionExpire: one per session
 	Events  []Event  // in order; empty when Err != nil
 }
@@ -51,18 +74,136 @@ type Result struct {
 // BatchEntry is one raft log entry handed to ApplyBatch.
 type BatchEntry struct {
 	Index uint64
-	Time  int64
+	Time  int64 // leader time, unix nanoseconds
 	Cmd   *Command
 }
+
+// Badger tuning: several stores share one test process, and the FSM is
+// not the durable record (doc.go), so memory is kept small and writes are
+// not synced.
+const (
+	memTableSize   = 16 << 20
+	valueThreshold = 4 << 10 // larger node data goes to the value log
+)
 
 // Open opens or creates the store and resumes from its recorded applied
 // index.
 func Open(cfg Config) (*Store, error) {
-	return nil, errors.New("latch: not implemented")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	limits := cfg.Limits
+	if limits == (Limits{}) {
+		limits = DefaultLimits()
+	}
+	opts := badger.DefaultOptions(cfg.Dir).
+		WithInMemory(cfg.InMemory).
+		WithSyncWrites(false).
+		WithDetectConflicts(false). // one writer: conflicts cannot happen
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(8).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithValueThreshold(valueThreshold).
+		WithNumCompactors(2).
+		WithCompression(options.None).
+		WithMetricsEnabled(false).
+		WithLogger(nil)
+	if cfg.InMemory {
+		opts.Dir, opts.ValueDir = "", ""
+	}
+	if cfg.Logger != nil {
+		opts = opts.WithLogger(badgerLogger{cfg.Logger}).WithLoggingLevel(badger.WARNING)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %w", ErrStorage, cfg.Dir, err)
+	}
+	maxBatch := memTableSize * 15 / 100 // badger's own limit per txn
+	s := &Store{
+		db:             db,
+		limits:         limits,
+		maxTxnBytes:    int64(maxBatch / 2),
+		maxTxnCount:    int64(maxBatch / 96 / 2), // 96: badger's skiplist node size
+		valueThreshold: valueThreshold,
+	}
+	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadMeta creates the root on a fresh database and reads the applied index
+// and clock into memory.
+func (s *Store) loadMeta() error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(nodeKey("/")); err == nil {
+			return nil
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		if err := txn.Set(nodeKey("/"), appendNode(nil, &node{})); err != nil {
+			return err
+		}
+		if err := txn.Set(metaApplied, binary.BigEndian.AppendUint64(nil, 0)); err != nil {
+			return err
+		}
+		return txn.Set(metaClock, binary.BigEndian.AppendUint64(nil, 0))
+	})
+	if err != nil {
+		return fmt.Errorf("%w: init: %w", ErrStorage, err)
+	}
+	var applied uint64
+	var clock int64
+	err = s.db.View(func(txn *badger.Txn) error {
+		a, err := readUint64(txn, metaApplied)
+		if err != nil {
+			return err
+		}
+		c, err := readUint64(txn, metaClock)
+		applied, clock = a, int64(c)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: read meta: %w", ErrStorage, err)
+	}
+	s.applied.Store(applied)
+	s.clock = clock
+	return nil
+}
+
+func readUint64(txn *badger.Txn, key []byte) (uint64, error) {
+	item, err := txn.Get(key)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("%s: %d bytes", key, len(b))
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
 }
 
 // Close closes the database. The store must not be used afterwards.
-func (s *Store) Close() error { return nil }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("%w: close: %w", ErrStorage, err)
+	}
+	return nil
+}
 
 // Apply applies one command at raft index index with leader time
 // leaderTime. An index at or below AppliedIndex is skipped with
@@ -71,13 +212,47 @@ func (s *Store) Apply(index uint64, leaderTime int64, cmd *Command) *Result {
 	return s.ApplyBatch([]BatchEntry{{Index: index, Time: leaderTime, Cmd: cmd}})[0]
 }
 
-// ApplyBatch applies consecutive entries in as few badger transactions as
-// fit (usually one), each writing the applied index with the effects. It
-// returns one Result per entry.
-func (s *Store) ApplyBatch(entries []BatchEntry) []*Result { return nil }
-
 // AppliedIndex is the index of the last applied entry.
 func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
+// Limits returns the limits the store enforces.
+func (s *Store) Limits() Limits { return s.limits }
+
 // Sync makes every applied entry durable; call it before a snapshot.
-func (s *Store) Sync() error { return s.db.Sync() }
+func (s *Store) Sync() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// CollectGarbage runs one pass of badger's value log garbage collection,
+// reclaiming space held by overwritten large node data. The server calls it
+// from time to time; it returns nil when there was nothing to collect.
+func (s *Store) CollectGarbage(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := s.db.RunValueLogGC(0.5)
+		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: value log gc: %w", ErrStorage, err)
+		}
+	}
+	return ctx.Err()
+}
+
+// badgerLogger routes badger's log lines to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }
+
+func (b badgerLogger) log(level slog.Level, f string, a []any) {
+	b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}

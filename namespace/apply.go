@@ -1,0 +1,361 @@
+package namespace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// ApplyBatch applies consecutive entries in as few badger transactions as
+// fit (usually one), each writing the applied index with the effects. It
+// returns one Result per entry.
+func (s *Store) ApplyBatch(entries []BatchEntry) []*Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Result, len(entries))
+	b := s.newBatch()
+	c := newCmdCtx(b)
+	for i := range entries {
+		e := &entries[i]
+		r := &Result{Index: e.Index}
+		out[i] = r
+		switch {
+		case b.err != nil:
+			r.Err = b.err
+			continue
+		case e.Index <= b.applied:
+			r.Err = fmt.Errorf("%w: index %d <= %d", ErrAlreadyApplied, e.Index, b.applied)
+			continue
+		}
+		c.reset(e.Index, max(b.clock, e.Time))
+		c.apply(e.Cmd, r)
+		if r.Err != nil {
+			r.Events = nil
+			b.pending = append(b.pending, r)
+			b.applied = e.Index
+			continue
+		}
+		r.Events = c.events
+		b.add(c, r)
+	}
+	b.commit()
+	return out
+}
+
+// batch is the badger transaction the commands of one ApplyBatch write
+// into, with the applied index and clock it will record.
+type batch struct {
+	s   *Store
+	txn *badger.Txn
+	err error // a commit failed; the store is broken
+
+	count, bytes int64 // estimated size of txn, as badger counts it
+
+	applied uint64 // applied index once txn commits
+	clock   int64
+	pending []*Result // results of the commands in txn, failed on a commit error
+}
+
+func (s *Store) newBatch() *batch {
+	b := &batch{s: s, applied: s.applied.Load(), clock: s.clock}
+	switch {
+	case s.closed.Load():
+		b.err = ErrClosed
+	case s.broken != nil:
+		b.err = s.broken
+	default:
+		b.txn = s.db.NewTransaction(true)
+	}
+	return b
+}
+
+// add moves a successful command's writes into the transaction, committing
+// first when they would not fit.
+func (b *batch) add(c *cmdCtx, r *Result) {
+	if b.count+c.count > b.s.maxTxnCount || b.bytes+c.bytes > b.s.maxTxnBytes {
+		if !b.commitAndRenew() {
+			r.Err, r.Events = b.err, nil
+			return
+		}
+	}
+	if err := c.flush(); err != nil {
+		b.fail(err)
+		r.Err, r.Events = b.err, nil
+		return
+	}
+	b.pending = append(b.pending, r)
+	b.applied, b.clock = c.index, c.now
+}
+
+// commit writes the meta keys and commits the transaction.
+func (b *batch) commit() {
+	if b.err != nil {
+		if b.txn != nil {
+			b.txn.Discard()
+		}
+		return
+	}
+	defer b.txn.Discard()
+	if b.applied == b.s.applied.Load() && b.clock == b.s.clock && b.count == 0 {
+		return // nothing new: every entry was skipped
+	}
+	err := b.txn.Set(metaApplied, binary.BigEndian.AppendUint64(nil, b.applied))
+	if err == nil {
+		err = b.txn.Set(metaClock, binary.BigEndian.AppendUint64(nil, uint64(b.clock)))
+	}
+	if err == nil {
+		err = b.txn.Commit()
+	}
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.s.applied.Store(b.applied)
+	b.s.clock = b.clock
+	b.pending = b.pending[:0]
+	b.count, b.bytes = 0, 0
+}
+
+// commitAndRenew commits what the batch holds and opens a new transaction.
+func (b *batch) commitAndRenew() bool {
+	b.commit()
+	if b.err != nil {
+		return false
+	}
+	b.txn = b.s.db.NewTransaction(true)
+	return true
+}
+
+// fail marks the store broken: the FSM cannot go on after a lost write, and
+// every result whose effects were in the lost transaction says so.
+func (b *batch) fail(err error) {
+	b.err = fmt.Errorf("%w: commit: %w", ErrStorage, err)
+	b.s.broken = b.err
+	for _, r := range b.pending {
+		r.Err, r.Events = b.err, nil
+	}
+	b.pending = nil
+}
+
+// cmdCtx is the context one command runs in. Its writes go to an overlay
+// that reads see, and reach the transaction only when the command succeeds,
+// so a failed command changes nothing and a multi needs no undo.
+type cmdCtx struct {
+	b      *batch
+	index  uint64
+	now    int64
+	events []Event
+
+	nodes map[string]*overlayNode // by path
+	raw   map[string]*overlayRaw  // by key
+
+	count, bytes int64 // estimated transaction cost of the overlay
+	buf          []byte
+}
+
+type overlayNode struct {
+	n     *node // nil: absent
+	dirty bool
+}
+
+type overlayRaw struct {
+	v       []byte
+	deleted bool
+}
+
+func newCmdCtx(b *batch) *cmdCtx {
+	return &cmdCtx{b: b, nodes: map[string]*overlayNode{}, raw: map[string]*overlayRaw{}}
+}
+
+func (c *cmdCtx) reset(index uint64, now int64) {
+	c.index, c.now = index, now
+	c.events = nil
+	c.clearOverlay()
+}
+
+func (c *cmdCtx) clearOverlay() {
+	clear(c.nodes)
+	clear(c.raw)
+	c.count, c.bytes = 0, 0
+}
+
+func (c *cmdCtx) emit(t EventType, path string, session uint64) {
+	c.events = append(c.events, Event{Type: t, Path: path, Rev: c.index, Session: session})
+}
+
+// node returns the node at p or nil; callers may modify it and then call
+// putNode.
+func (c *cmdCtx) node(p string) (*node, error) {
+	if o, ok := c.nodes[p]; ok {
+		return o.n, nil
+	}
+	item, err := c.b.txn.Get(nodeKey(p))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		c.nodes[p] = &overlayNode{}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
+	}
+	n, err := decodeNode(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	c.nodes[p] = &overlayNode{n: n}
+	return n, nil
+}
+
+func (c *cmdCtx) putNode(p string, n *node) {
+	o := c.nodes[p]
+	if o == nil {
+		o = &overlayNode{}
+		c.nodes[p] = o
+	}
+	if !o.dirty {
+		c.account(len(p)+2, len(n.data)+32)
+	}
+	o.n, o.dirty = n, true
+}
+
+func (c *cmdCtx) deleteNode(p string) {
+	c.nodes[p] = &overlayNode{dirty: true}
+	c.account(len(p)+2, 0)
+}
+
+// getRaw reads a non-node key; ok is false when it is absent.
+func (c *cmdCtx) getRaw(key []byte) (v []byte, ok bool, err error) {
+	if o, found := c.raw[string(key)]; found {
+		return o.v, !o.deleted, nil
+	}
+	item, err := c.b.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err == nil {
+		v, err = item.ValueCopy(nil)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: read %q: %w", ErrStorage, key, err)
+	}
+	return v, true, nil
+}
+
+func (c *cmdCtx) putRaw(key, v []byte) {
+	c.raw[string(key)] = &overlayRaw{v: v}
+	c.account(len(key), len(v))
+}
+
+func (c *cmdCtx) deleteRaw(key []byte) {
+	c.raw[string(key)] = &overlayRaw{deleted: true}
+	c.account(len(key), 0)
+}
+
+// account adds one write to the overlay's estimated transaction cost, the
+// way badger's Txn.checkSize counts it (plus slack).
+func (c *cmdCtx) account(keyLen, valLen int) {
+	v := int64(valLen)
+	if v >= c.b.s.valueThreshold {
+		v = 12 // a value pointer
+	}
+	c.count++
+	c.bytes += int64(keyLen) + v + 16
+}
+
+// flush writes the overlay into the transaction.
+func (c *cmdCtx) flush() error {
+	txn := c.b.txn
+	for p, o := range c.nodes {
+		if !o.dirty {
+			continue
+		}
+		var err error
+		if o.n == nil {
+			err = txn.Delete(nodeKey(p))
+		} else {
+			// The encoding is copied: badger keeps the slice until commit.
+			err = txn.Set(nodeKey(p), appendNode(make([]byte, 0, 48+len(o.n.data)), o.n))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for k, o := range c.raw {
+		var err error
+		if o.deleted {
+			err = txn.Delete([]byte(k))
+		} else {
+			err = txn.Set([]byte(k), o.v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c.b.count += c.count
+	c.b.bytes += c.bytes
+	return nil
+}
+
+// checkpoint commits the work done so far by a command that is safe to
+// resume (ending sessions) when its writes outgrow one transaction. The
+// applied index stays at the previous command, so after a crash the log
+// replays this command, which finishes on the partly ended state and
+// reaches the same final state as an uninterrupted run.
+func (c *cmdCtx) checkpoint() error {
+	if c.count < c.b.s.maxTxnCount/2 && c.bytes < c.b.s.maxTxnBytes/2 {
+		return nil
+	}
+	b := c.b
+	if !b.commitAndRenew() { // the commands before this one
+		return b.err
+	}
+	if err := c.flush(); err != nil {
+		b.fail(err)
+		return b.err
+	}
+	if !b.commitAndRenew() {
+		return b.err
+	}
+	c.clearOverlay()
+	return nil
+}
+
+// apply runs one command, filling r.
+func (c *cmdCtx) apply(cmd *Command, r *Result) {
+	if cmd == nil {
+		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
+		return
+	}
+	var err error
+	switch cmd.Op {
+	case OpNoop:
+	case OpCreate:
+		err = c.create(cmd, r)
+	case OpSet:
+		err = c.set(cmd, r)
+	case OpDelete:
+		err = c.delete(cmd)
+	case OpCheck:
+		err = c.check(cmd, r)
+	case OpMulti:
+		err = c.multi(cmd, r)
+	case OpSessionOpen:
+		err = c.openSession(cmd, r)
+	case OpSessionClose:
+		err = c.closeSession(cmd)
+	case OpSessionExpire:
+		err = c.expireSessions(cmd, r)
+	case OpSetMember:
+		err = c.setMember(cmd)
+	case OpRemoveMember:
+		err = c.removeMember(cmd)
+	default:
+		err = fmt.Errorf("%w: unknown op %d", ErrBadCommand, cmd.Op)
+	}
+	r.Err = err
+}

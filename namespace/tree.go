@@ -1,0 +1,181 @@
+package namespace
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// seqDigits is the width of a sequential suffix.
+const seqDigits = 10
+
+func (c *cmdCtx) create(cmd *Command, r *Result) error {
+	l := c.b.s.limits
+	if cmd.Flags&^(FlagEphemeral|FlagSequential) != 0 {
+		return fmt.Errorf("%w: unknown create flags %#x", ErrBadCommand, uint8(cmd.Flags))
+	}
+	seq := cmd.Flags&FlagSequential != 0
+	p := cmd.Path
+	if seq {
+		// A sequential path may end in "/": the suffix is the whole name.
+		if err := ValidatePath(p+"0000000000", l); err != nil {
+			return err
+		}
+	} else if err := ValidatePath(p, l); err != nil {
+		return err
+	}
+	if len(cmd.Data) > l.MaxDataBytes {
+		return fmt.Errorf("%w: %d bytes > %d", ErrDataTooLarge, len(cmd.Data), l.MaxDataBytes)
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: /", ErrNodeExists)
+	}
+	parentPath := Parent(p)
+	parent, err := c.node(parentPath)
+	if err != nil {
+		return err
+	}
+	if parent == nil {
+		return fmt.Errorf("%w: parent %s of %s", ErrNoNode, parentPath, p)
+	}
+	if parent.stat.EphemeralOwner != 0 {
+		return fmt.Errorf("%w: %s", ErrEphemeralParent, parentPath)
+	}
+	var owner uint64
+	if cmd.Flags&FlagEphemeral != 0 {
+		if _, ok, err := c.getRaw(sessionKey(cmd.Session)); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("%w: %d", ErrNoSession, cmd.Session)
+		}
+		owner = cmd.Session
+	}
+	if seq {
+		p = seqPath(p, parent.seq)
+		if err := ValidatePath(p, l); err != nil { // the counter outgrew ten digits
+			return err
+		}
+	}
+	if existing, err := c.node(p); err != nil {
+		return err
+	} else if existing != nil {
+		return fmt.Errorf("%w: %s", ErrNodeExists, p)
+	}
+	n := &node{
+		stat: Stat{
+			CreateRev:      c.index,
+			ModRev:         c.index,
+			Ctime:          c.now,
+			Mtime:          c.now,
+			EphemeralOwner: owner,
+			DataLength:     int32(len(cmd.Data)),
+		},
+		data: cmd.Data,
+	}
+	c.putNode(p, n)
+	if owner != 0 {
+		c.putRaw(ephemeralKey(owner, p), nil)
+	}
+	if seq {
+		parent.seq++
+	}
+	parent.stat.CVersion++
+	parent.stat.NumChildren++
+	c.putNode(parentPath, parent)
+	c.emit(EventCreated, p, owner)
+	c.emit(EventChildrenChanged, parentPath, 0)
+	r.Path, r.Stat = p, n.stat
+	return nil
+}
+
+func seqPath(prefix string, n int64) string {
+	b := make([]byte, 0, len(prefix)+seqDigits)
+	b = append(b, prefix...)
+	digits := strconv.AppendInt(nil, n, 10)
+	for i := len(digits); i < seqDigits; i++ {
+		b = append(b, '0')
+	}
+	return string(append(b, digits...))
+}
+
+// existing returns the node at a validated path that must exist and match
+// version.
+func (c *cmdCtx) existing(p string, version int64) (*node, error) {
+	if err := ValidatePath(p, c.b.s.limits); err != nil {
+		return nil, err
+	}
+	n, err := c.node(p)
+	if err != nil {
+		return nil, err
+	}
+	if n == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoNode, p)
+	}
+	if version != AnyVersion && version != n.stat.Version {
+		return nil, fmt.Errorf("%w: %s is at version %d, not %d", ErrBadVersion, p, n.stat.Version, version)
+	}
+	return n, nil
+}
+
+func (c *cmdCtx) set(cmd *Command, r *Result) error {
+	if len(cmd.Data) > c.b.s.limits.MaxDataBytes {
+		return fmt.Errorf("%w: %d bytes > %d", ErrDataTooLarge, len(cmd.Data), c.b.s.limits.MaxDataBytes)
+	}
+	n, err := c.existing(cmd.Path, cmd.Version)
+	if err != nil {
+		return err
+	}
+	n.data = cmd.Data
+	n.stat.Version++
+	n.stat.ModRev = c.index
+	n.stat.Mtime = c.now
+	n.stat.DataLength = int32(len(cmd.Data))
+	c.putNode(cmd.Path, n)
+	c.emit(EventDataChanged, cmd.Path, n.stat.EphemeralOwner)
+	r.Stat = n.stat
+	return nil
+}
+
+func (c *cmdCtx) delete(cmd *Command) error {
+	if cmd.Path == "/" {
+		return fmt.Errorf("%w", ErrRootImmutable)
+	}
+	n, err := c.existing(cmd.Path, cmd.Version)
+	if err != nil {
+		return err
+	}
+	if n.stat.NumChildren > 0 {
+		return fmt.Errorf("%w: %s has %d", ErrNotEmpty, cmd.Path, n.stat.NumChildren)
+	}
+	return c.removeNode(cmd.Path, n)
+}
+
+// removeNode deletes a childless node and updates its parent and session.
+func (c *cmdCtx) removeNode(p string, n *node) error {
+	parentPath := Parent(p)
+	parent, err := c.node(parentPath)
+	if err != nil {
+		return err
+	}
+	if parent == nil {
+		return fmt.Errorf("%w: parent %s of %s is missing", ErrStorage, parentPath, p)
+	}
+	c.deleteNode(p)
+	if owner := n.stat.EphemeralOwner; owner != 0 {
+		c.deleteRaw(ephemeralKey(owner, p))
+	}
+	parent.stat.CVersion++
+	parent.stat.NumChildren--
+	c.putNode(parentPath, parent)
+	c.emit(EventDeleted, p, n.stat.EphemeralOwner)
+	c.emit(EventChildrenChanged, parentPath, 0)
+	return nil
+}
+
+func (c *cmdCtx) check(cmd *Command, r *Result) error {
+	n, err := c.existing(cmd.Path, cmd.Version)
+	if err != nil {
+		return err
+	}
+	r.Stat = n.stat
+	return nil
+}
