@@ -1,0 +1,463 @@
+package namespace
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden outputs in testdata/namespace")
+
+// TestScripts runs the golden scripts in testdata/namespace. A script is a
+// list of commands; each command that prints something is followed by a
+// "----" line, its output, and a blank line. Commands:
+//
+//	limits K=N...             start over on a fresh store with changed limits
+//	time N                    leader time of the next command (default: +1000 per command)
+//	index N                   raft index of the next command (default: +1)
+//	create [-e SID] [-s] PATH [DATA]
+//	set PATH DATA [-v N]      delete PATH [-v N]      check PATH [-v N]
+//	multi {                   ops one per line, then "}" (nested multi allowed, to test refusal)
+//	open TTLMS [IDENTITY]     close SID               expire SID...
+//	tick                      member ID RAFT CLIENT HTTP      rmmember ID
+//	op N                      a command with raw op number N
+//	get PATH  stat PATH  exists PATH  ls PATH [AFTER [LIMIT]]
+//	session SID  sessions  members  dump
+//
+// A token may be Go-quoted ("/a\x00b"), and {S*N} inside a token expands
+// to S repeated N times.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("../testdata/namespace/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scripts in ../testdata/namespace")
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+func runScript(t *testing.T, file string) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStore(t)
+	env := &scriptEnv{t: t, s: s, index: 1, time: 1000}
+	lines := strings.Split(strings.TrimRight(string(src), "\n"), "\n")
+	var out strings.Builder
+	for i := 0; i < len(lines); {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			out.WriteString(line + "\n")
+			i++
+			continue
+		}
+		start := i
+		cmd := []string{line}
+		i++
+		if strings.HasSuffix(strings.TrimSpace(line), "{") {
+			depth := 1
+			for ; i < len(lines) && depth > 0; i++ {
+				l := strings.TrimSpace(lines[i])
+				cmd = append(cmd, lines[i])
+				if strings.HasSuffix(l, "{") {
+					depth++
+				} else if l == "}" {
+					depth--
+				}
+			}
+		}
+		var want []string
+		if i < len(lines) && lines[i] == "----" {
+			for i++; i < len(lines) && lines[i] != ""; i++ {
+				want = append(want, lines[i])
+			}
+		}
+		got := env.run(cmd)
+		for _, l := range cmd {
+			out.WriteString(l + "\n")
+		}
+		if got != "" {
+			out.WriteString("----\n" + got + "\n")
+			if i < len(lines) && lines[i] != "" { // an output ends at a blank line
+				out.WriteString("\n")
+			}
+		}
+		if w := strings.Join(want, "\n"); got != w && !*update {
+			t.Errorf("%s:%d: %s\n--- got\n%s\n--- want\n%s", file, start+1, line, got, w)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type scriptEnv struct {
+	t     *testing.T
+	s     *Store
+	index uint64
+	time  int64
+}
+
+// run executes one command and returns its output, without a final newline.
+func (e *scriptEnv) run(lines []string) string {
+	args := tokens(e.t, lines[0])
+	switch args[0] {
+	case "time":
+		e.time = mustInt(e.t, args[1])
+		return ""
+	case "index":
+		e.index = uint64(mustInt(e.t, args[1]))
+		return ""
+	case "limits":
+		e.limits(args[1:])
+		return ""
+	case "get", "stat", "exists", "ls", "session", "sessions", "members", "dump":
+		return e.read(args)
+	}
+	cmd := e.command(lines)
+	r := e.s.Apply(e.index, e.time, cmd)
+	e.index++
+	e.time += 1000
+	var b strings.Builder
+	writeResult(&b, r)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// limits replaces the store with a fresh one using DefaultLimits changed
+// by KEY=N arguments (path, depth, data, multi, page).
+func (e *scriptEnv) limits(args []string) {
+	l := DefaultLimits()
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		n := int(mustInt(e.t, v))
+		switch k {
+		case "path":
+			l.MaxPathBytes = n
+		case "depth":
+			l.MaxDepth = n
+		case "data":
+			l.MaxDataBytes = n
+		case "multi":
+			l.MaxMultiOps = n
+		case "page":
+			l.MaxChildrenPage = n
+		default:
+			e.t.Fatalf("limits: unknown key %q", k)
+		}
+	}
+	s, err := Open(Config{Dir: e.t.TempDir(), Limits: l})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	e.s, e.index = s, 1
+}
+
+// command parses a mutating command, multi included.
+func (e *scriptEnv) command(lines []string) *Command {
+	args := tokens(e.t, lines[0])
+	cmd := &Command{Version: AnyVersion}
+	rest, version := flagInt(e.t, args[1:], "-v", AnyVersion)
+	switch args[0] {
+	case "create":
+		cmd.Op = OpCreate
+		for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			switch rest[0] {
+			case "-e":
+				cmd.Flags |= FlagEphemeral
+				cmd.Session = uint64(mustInt(e.t, rest[1]))
+				rest = rest[2:]
+			case "-s":
+				cmd.Flags |= FlagSequential
+				rest = rest[1:]
+			default:
+				e.t.Fatalf("create: unknown flag %s", rest[0])
+			}
+		}
+		cmd.Path = rest[0]
+		if len(rest) > 1 {
+			cmd.Data = []byte(rest[1])
+		}
+	case "set":
+		cmd.Op, cmd.Path, cmd.Data, cmd.Version = OpSet, rest[0], []byte(rest[1]), version
+	case "delete":
+		cmd.Op, cmd.Path, cmd.Version = OpDelete, rest[0], version
+	case "check":
+		cmd.Op, cmd.Path, cmd.Version = OpCheck, rest[0], version
+	case "multi":
+		cmd.Op = OpMulti
+		body := lines[1 : len(lines)-1]
+		for i := 0; i < len(body); i++ {
+			op := []string{body[i]}
+			if strings.HasSuffix(strings.TrimSpace(body[i]), "{") {
+				depth := 1
+				for i++; depth > 0; i++ {
+					op = append(op, body[i])
+					if l := strings.TrimSpace(body[i]); strings.HasSuffix(l, "{") {
+						depth++
+					} else if l == "}" {
+						depth--
+					}
+				}
+				i--
+			}
+			cmd.Ops = append(cmd.Ops, *e.command(op))
+		}
+	case "open":
+		cmd.Op = OpSessionOpen
+		cmd.TTLMillis = mustInt(e.t, rest[0])
+		cmd.Secret = []byte(fmt.Sprintf("secret-%d", e.index))
+		if len(rest) > 1 {
+			cmd.Identity = rest[1]
+		}
+	case "close":
+		cmd.Op, cmd.Session = OpSessionClose, uint64(mustInt(e.t, rest[0]))
+	case "expire":
+		cmd.Op = OpSessionExpire
+		for _, a := range rest {
+			cmd.Sessions = append(cmd.Sessions, uint64(mustInt(e.t, a)))
+		}
+	case "tick":
+		cmd.Op = OpNoop
+	case "member":
+		cmd.Op = OpSetMember
+		cmd.Member = &Member{ID: rest[0], RaftAddr: rest[1], ClientAddr: rest[2], HTTPAddr: rest[3]}
+	case "rmmember":
+		cmd.Op, cmd.Member = OpRemoveMember, &Member{ID: rest[0]}
+	case "op":
+		cmd.Op = Op(mustInt(e.t, rest[0]))
+	default:
+		e.t.Fatalf("unknown script command %q", args[0])
+	}
+	return cmd
+}
+
+func (e *scriptEnv) read(args []string) string {
+	s := e.s
+	var b strings.Builder
+	switch args[0] {
+	case "get":
+		data, st, err := s.Get(args[1])
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		fmt.Fprintf(&b, "data=%s %s", formatData(data), formatStat(st))
+	case "stat":
+		st, err := s.Stat(args[1])
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		b.WriteString(formatStat(st))
+	case "exists":
+		ok, st, err := s.Exists(args[1])
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		fmt.Fprintf(&b, "exists=%t", ok)
+		if ok {
+			b.WriteString(" " + formatStat(st))
+		}
+	case "ls":
+		after, limit := "", 0
+		if len(args) > 2 {
+			after = args[2]
+		}
+		if len(args) > 3 {
+			limit = int(mustInt(e.t, args[3]))
+		}
+		names, more, err := s.Children(args[1], after, limit)
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		fmt.Fprintf(&b, "%q more=%t", names, more)
+	case "session":
+		si, err := s.Session(uint64(mustInt(e.t, args[1])))
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		fmt.Fprintf(&b, "%+v", si)
+	case "sessions":
+		ss, err := s.Sessions()
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		for _, si := range ss {
+			eph, err := s.SessionEphemerals(si.ID)
+			if err != nil {
+				return "err: " + err.Error()
+			}
+			fmt.Fprintf(&b, "%d ttl=%d identity=%q secret=%q ephemerals=%q\n", si.ID, si.TTLMillis, si.Identity, si.Secret, eph)
+		}
+	case "members":
+		ms, err := s.Members()
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		for _, m := range ms {
+			fmt.Fprintf(&b, "%+v\n", m)
+		}
+	case "dump":
+		if err := s.Dump(&b); err != nil {
+			return "err: " + err.Error()
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func writeResult(b *strings.Builder, r *Result) {
+	if r.Err != nil {
+		fmt.Fprintf(b, "err rev=%d: %v [%s]\n", r.Index, r.Err, sentinelName(r.Err))
+	} else {
+		fmt.Fprintf(b, "ok rev=%d", r.Index)
+		if r.Path != "" {
+			fmt.Fprintf(b, " path=%s", r.Path)
+		}
+		if r.Stat != (Stat{}) {
+			fmt.Fprintf(b, " %s", formatStat(r.Stat))
+		}
+		if r.Session != 0 {
+			fmt.Fprintf(b, " session=%d", r.Session)
+		}
+		b.WriteString("\n")
+	}
+	for i, sub := range r.Results {
+		switch {
+		case sub.Err != nil:
+			fmt.Fprintf(b, "  [%d] err: %v [%s]\n", i, sub.Err, sentinelName(sub.Err))
+		case r.Err != nil:
+			fmt.Fprintf(b, "  [%d] not applied\n", i)
+		default:
+			fmt.Fprintf(b, "  [%d] ok", i)
+			if sub.Path != "" {
+				fmt.Fprintf(b, " path=%s", sub.Path)
+			}
+			if sub.Stat != (Stat{}) {
+				fmt.Fprintf(b, " %s", formatStat(sub.Stat))
+			}
+			if sub.Session != 0 {
+				fmt.Fprintf(b, " session=%d", sub.Session)
+			}
+			b.WriteString("\n")
+		}
+	}
+	for _, ev := range r.Events {
+		fmt.Fprintf(b, "  event %s", ev.Type)
+		if ev.Path != "" {
+			fmt.Fprintf(b, " %s", ev.Path)
+		}
+		if ev.Session != 0 {
+			fmt.Fprintf(b, " session=%d", ev.Session)
+		}
+		fmt.Fprintf(b, " rev=%d\n", ev.Rev)
+	}
+}
+
+func formatStat(st Stat) string {
+	return fmt.Sprintf("rev=%d/%d time=%d/%d ver=%d cver=%d owner=%d children=%d len=%d",
+		st.CreateRev, st.ModRev, st.Ctime, st.Mtime, st.Version, st.CVersion, st.EphemeralOwner, st.NumChildren, st.DataLength)
+}
+
+// sentinelName names the sentinel an error wraps, so goldens pin the
+// identity of errors, not just their text.
+func sentinelName(err error) string {
+	for _, s := range []struct {
+		name string
+		err  error
+	}{
+		{"ErrNoNode", ErrNoNode}, {"ErrNodeExists", ErrNodeExists}, {"ErrBadVersion", ErrBadVersion},
+		{"ErrNotEmpty", ErrNotEmpty}, {"ErrBadPath", ErrBadPath}, {"ErrDataTooLarge", ErrDataTooLarge},
+		{"ErrEphemeralParent", ErrEphemeralParent}, {"ErrNoSession", ErrNoSession},
+		{"ErrTooManyOps", ErrTooManyOps}, {"ErrAlreadyApplied", ErrAlreadyApplied},
+		{"ErrRootImmutable", ErrRootImmutable}, {"ErrBadCommand", ErrBadCommand}, {"ErrNoMember", ErrNoMember},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return "unknown"
+}
+
+// tokens splits a script line into tokens, unquoting and expanding them.
+func tokens(t *testing.T, line string) []string {
+	var out []string
+	line = strings.TrimSpace(line)
+	for line != "" {
+		var tok string
+		if line[0] == '"' {
+			q, err := strconv.QuotedPrefix(line)
+			if err != nil {
+				t.Fatalf("bad quoted token in %q: %v", line, err)
+			}
+			tok, _ = strconv.Unquote(q)
+			line = line[len(q):]
+		} else {
+			end := strings.IndexAny(line, " \t")
+			if end < 0 {
+				end = len(line)
+			}
+			tok, line = line[:end], line[end:]
+		}
+		out = append(out, expand(t, tok))
+		line = strings.TrimLeft(line, " \t")
+	}
+	return out
+}
+
+// expand replaces each {S*N} with S repeated N times.
+func expand(t *testing.T, tok string) string {
+	for {
+		open := strings.Index(tok, "{")
+		if open < 0 || tok == "{" || tok == "}" {
+			return tok
+		}
+		end := strings.Index(tok[open:], "}")
+		star := strings.LastIndex(tok[open:open+max(end, 0)], "*")
+		if end < 0 || star < 0 {
+			return tok
+		}
+		n := mustInt(t, tok[open+star+1:open+end])
+		tok = tok[:open] + strings.Repeat(tok[open+1:open+star], int(n)) + tok[open+end+1:]
+	}
+}
+
+func flagInt(t *testing.T, args []string, name string, def int64) ([]string, int64) {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return append(append([]string(nil), args[:i]...), args[i+2:]...), mustInt(t, args[i+1])
+		}
+	}
+	return args, def
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("bad number %q", s)
+	}
+	return n
+}
+
+func openTestStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
