@@ -94,15 +94,40 @@ func readMessage(r io.Reader, max int, v any) error {
 	return err
 }
 
-// ReadRequest reads and decodes one request frame of at most max bytes.
-// Errors: io.EOF (no frame), io.ErrUnexpectedEOF (wrapped; truncated),
-// ErrFrameTooLarge, ErrMalformed, or the reader's own error.
+// ReadRequest reads a request stream: one request frame of at most max
+// bytes and then the end of the stream (the client closes its side right
+// after the frame, so this does not wait). Having read to the end, the
+// server's receive side is finished and quic-go can retire the stream once
+// the answer is sent. Errors: io.EOF (no frame), io.ErrUnexpectedEOF
+// (wrapped; truncated), ErrFrameTooLarge, ErrMalformed (also for bytes
+// after the frame), or the reader's own error.
 func ReadRequest(r io.Reader, max int) (*Request, error) {
 	req := new(Request)
 	if err := readMessage(r, max, req); err != nil {
 		return nil, err
 	}
+	if err := expectEnd(r); err != nil {
+		return nil, err
+	}
 	return req, nil
+}
+
+// expectEnd reads the end of r, failing with ErrMalformed if any byte
+// comes first.
+func expectEnd(r io.Reader) error {
+	var b [1]byte
+	for {
+		n, err := r.Read(b[:])
+		if n > 0 {
+			return fmt.Errorf("%w: data after the frame", ErrMalformed)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // ReadResponse reads and decodes one response frame of at most max bytes,

@@ -1,0 +1,445 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Config tunes the QUIC transport. A zero field takes its default.
+type Config struct {
+	// MaxFrameSize bounds one frame body this side reads. Default
+	// DefaultMaxFrameSize; at most 64 MiB.
+	MaxFrameSize int
+	// MaxIncomingStreams is how many requests a client may have in flight
+	// on one connection (every request is a stream). Default 10000.
+	MaxIncomingStreams int64
+	// KeepAlivePeriod is how often an idle connection sends a QUIC ping so
+	// that NATs and the idle timeout keep it open. Default 5s.
+	KeepAlivePeriod time.Duration
+	// MaxIdleTimeout closes a connection that heard nothing for this long.
+	// Default 30s.
+	MaxIdleTimeout time.Duration
+	// HandshakeTimeout bounds the QUIC+TLS handshake: a peer silent for
+	// this long during it is dropped, and no handshake may take more than
+	// twice this. Default 10s.
+	HandshakeTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults documented on Config's fields.
+func DefaultConfig() Config {
+	return Config{
+		MaxFrameSize:       DefaultMaxFrameSize,
+		MaxIncomingStreams: 10000,
+		KeepAlivePeriod:    5 * time.Second,
+		MaxIdleTimeout:     30 * time.Second,
+		HandshakeTimeout:   10 * time.Second,
+	}
+}
+
+// Validate rejects negative values and sizes out of range, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxFrameSize < 0 || c.MaxFrameSize > maxFrameLimit:
+		return fmt.Errorf("%w: MaxFrameSize %d not in [0, %d]", ErrBadConfig, c.MaxFrameSize, maxFrameLimit)
+	case c.MaxFrameSize > 0 && c.MaxFrameSize < 1024:
+		return fmt.Errorf("%w: MaxFrameSize %d below 1024", ErrBadConfig, c.MaxFrameSize)
+	case c.MaxIncomingStreams < 0:
+		return fmt.Errorf("%w: MaxIncomingStreams %d is negative", ErrBadConfig, c.MaxIncomingStreams)
+	case c.KeepAlivePeriod < 0:
+		return fmt.Errorf("%w: KeepAlivePeriod %v is negative", ErrBadConfig, c.KeepAlivePeriod)
+	case c.MaxIdleTimeout < 0:
+		return fmt.Errorf("%w: MaxIdleTimeout %v is negative", ErrBadConfig, c.MaxIdleTimeout)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("%w: HandshakeTimeout %v is negative", ErrBadConfig, c.HandshakeTimeout)
+	}
+	c = c.withDefaults()
+	if c.KeepAlivePeriod >= c.MaxIdleTimeout {
+		return fmt.Errorf("%w: KeepAlivePeriod %v must be below MaxIdleTimeout %v", ErrBadConfig, c.KeepAlivePeriod, c.MaxIdleTimeout)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = d.MaxFrameSize
+	}
+	if c.MaxIncomingStreams == 0 {
+		c.MaxIncomingStreams = d.MaxIncomingStreams
+	}
+	if c.KeepAlivePeriod == 0 {
+		c.KeepAlivePeriod = d.KeepAlivePeriod
+	}
+	if c.MaxIdleTimeout == 0 {
+		c.MaxIdleTimeout = d.MaxIdleTimeout
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	return c
+}
+
+// ServerQUICConfig returns the quic-go configuration of a server listener.
+// Clients may open MaxIncomingStreams request streams at once and no
+// unidirectional ones: the protocol has none.
+func ServerQUICConfig(c Config) *quic.Config {
+	c = c.withDefaults()
+	return &quic.Config{
+		HandshakeIdleTimeout:  c.HandshakeTimeout,
+		MaxIdleTimeout:        c.MaxIdleTimeout,
+		KeepAlivePeriod:       c.KeepAlivePeriod,
+		MaxIncomingStreams:    c.MaxIncomingStreams,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// ClientQUICConfig returns the quic-go configuration of a client
+// connection. The server never opens streams towards a client.
+func ClientQUICConfig(c Config) *quic.Config {
+	c = c.withDefaults()
+	return &quic.Config{
+		HandshakeIdleTimeout:  c.HandshakeTimeout,
+		MaxIdleTimeout:        c.MaxIdleTimeout,
+		KeepAlivePeriod:       c.KeepAlivePeriod,
+		MaxIncomingStreams:    -1,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// Stream error codes, sent in RESET_STREAM and STOP_SENDING frames.
+const (
+	// StreamDone: this side wants nothing more from the stream.
+	StreamDone quic.StreamErrorCode = 0
+	// StreamCanceled: the request's context ended; the server should drop
+	// the work (a lock waiter withdraws, a watch ends).
+	StreamCanceled quic.StreamErrorCode = 1
+	// StreamMalformed: the peer sent a frame that could not be read.
+	StreamMalformed quic.StreamErrorCode = 2
+)
+
+// Connection error codes, sent when a connection is closed.
+const (
+	ConnClosed   quic.ApplicationErrorCode = 0 // orderly close
+	ConnVersion  quic.ApplicationErrorCode = 1 // Hello carried another protocol version
+	ConnProtocol quic.ApplicationErrorCode = 2 // the peer broke the protocol
+	ConnShutdown quic.ApplicationErrorCode = 3 // the server is stopping
+)
+
+// Conn is one client↔server QUIC connection. It embeds *quic.Conn for
+// AcceptStream, CloseWithError, ConnectionState, Context and addresses,
+// and remembers this side's frame limit.
+type Conn struct {
+	*quic.Conn
+	maxFrame int
+}
+
+// MaxFrameSize is the largest frame body this side reads on c.
+func (c *Conn) MaxFrameSize() int { return c.maxFrame }
+
+// Identity is the peer's TLS identity (see Identity); "" when the peer
+// presented no certificate.
+func (c *Conn) Identity() string { return Identity(c.ConnectionState().TLS) }
+
+// Close closes c in an orderly way; streams in flight fail on both sides.
+func (c *Conn) Close() error { return c.CloseWithError(ConnClosed, "") }
+
+// Listener accepts latch connections. It owns its UDP socket and QUIC
+// transport, so Close releases everything at once instead of leaving
+// recently closed connections to linger.
+type Listener struct {
+	udp      *net.UDPConn
+	tr       *quic.Transport
+	ql       *quic.Listener
+	maxFrame int
+}
+
+// Listen opens a QUIC listener on the UDP address addr. tlsConf (typically
+// from ServerTLS) is cloned and pinned to TLS 1.3 and ALPN; cfg is
+// validated first.
+func Listen(addr string, tlsConf *tls.Config, cfg Config) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	uaddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("latch: listen %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", uaddr)
+	if err != nil {
+		return nil, fmt.Errorf("latch: listen %s: %w", addr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ql, err := tr.Listen(pinTLS(tlsConf), ServerQUICConfig(cfg))
+	if err != nil {
+		tr.Close()
+		udp.Close()
+		return nil, fmt.Errorf("latch: listen %s: %w", addr, err)
+	}
+	return &Listener{udp: udp, tr: tr, ql: ql, maxFrame: cfg.MaxFrameSize}, nil
+}
+
+// Accept waits for the next connection whose handshake completed.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	qc, err := l.ql.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: qc, maxFrame: l.maxFrame}, nil
+}
+
+// Addr is the UDP address the listener is bound to.
+func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
+
+// Close stops accepting and closes every connection accepted by l, then
+// the socket. A server that wants to say goodbye closes its connections
+// (ConnShutdown) first.
+func (l *Listener) Close() error {
+	return errors.Join(l.ql.Close(), l.tr.Close(), ignoreClosed(l.udp.Close()))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Dial connects to a latch server at the UDP address addr. tlsConf
+// (typically from ClientTLS) is cloned and pinned to TLS 1.3 and ALPN; a
+// server that does not speak ALPN fails the handshake. The handshake is
+// bounded by ctx and cfg.HandshakeTimeout.
+func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	qc, err := quic.DialAddr(ctx, addr, pinTLS(tlsConf), ClientQUICConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("latch: dial %s: %w", addr, err)
+	}
+	return &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize}, nil
+}
+
+func pinTLS(c *tls.Config) *tls.Config {
+	if c == nil {
+		c = &tls.Config{}
+	}
+	c = c.Clone()
+	c.MinVersion = tls.VersionTLS13
+	c.NextProtos = []string{ALPN}
+	return c
+}
+
+// send opens a stream, writes req and closes the write side. When ctx ends
+// the stream is reset in both directions, which unblocks any read on it
+// and tells the server to drop the request; the returned stop undoes that
+// hook.
+func send(ctx context.Context, conn *Conn, req *Request) (*quic.Stream, func() bool, error) {
+	frame, err := appendFrame(nil, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := len(frame) - frameHeaderLen; n > conn.maxFrame {
+		return nil, nil, fmt.Errorf("%w: request of %d bytes, max %d", ErrFrameTooLarge, n, conn.maxFrame)
+	}
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, nil, ctxErr(ctx, err)
+	}
+	stop := context.AfterFunc(ctx, func() { abort(str, StreamCanceled) })
+	// When the server stopped reading (it rejected the request, e.g. as
+	// too large), Write or Close fail, but its response still says why:
+	// the caller goes on to read it.
+	if _, err := str.Write(frame); err != nil && !peerStopped(err) {
+		stop()
+		abort(str, StreamCanceled)
+		return nil, nil, ctxErr(ctx, err)
+	}
+	_ = str.Close()
+	return str, stop, nil
+}
+
+// peerStopped reports whether err is the peer cancelling its read side.
+func peerStopped(err error) bool {
+	var se *quic.StreamError
+	return errors.As(err, &se) && se.Remote
+}
+
+// abort ends both directions of str at once.
+func abort(str *quic.Stream, code quic.StreamErrorCode) {
+	str.CancelRead(code)
+	str.CancelWrite(code)
+}
+
+// ctxErr prefers the context's error: when ctx ended, whatever the stream
+// reported is a consequence of that.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// RoundTrip sends req on a new stream of conn and reads its one response.
+// A response carrying an error code is returned as is (see Response.Err);
+// the error result is for transport failures: the context's error when ctx
+// ended (the stream is reset so the server drops the request),
+// ErrFrameTooLarge when req exceeds conn's frame limit, ErrMalformed,
+// io.ErrUnexpectedEOF (wrapped), or the QUIC error.
+func RoundTrip(ctx context.Context, conn *Conn, req *Request) (*Response, error) {
+	str, stop, err := send(ctx, conn, req)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	resp, err := ReadResponse(str, conn.maxFrame)
+	if err != nil {
+		abort(str, StreamMalformed)
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("latch: stream ended without a response: %w", io.ErrUnexpectedEOF)
+		}
+		return nil, ctxErr(ctx, err)
+	}
+	// The server closes its side right after the response (the FIN rides
+	// with the last bytes): reading it retires the stream cleanly, and
+	// anything else is a protocol error.
+	if err := expectEnd(str); err != nil {
+		abort(str, StreamMalformed)
+		return nil, ctxErr(ctx, err)
+	}
+	return resp, nil
+}
+
+// StreamReader reads the frames of a streaming request (Watch, Lock).
+// It is not safe for concurrent Next calls; Close may be called from any
+// goroutine and more than once.
+type StreamReader struct {
+	ctx  context.Context
+	str  *quic.Stream
+	stop func() bool
+	max  int
+	err  error // sticky: once set, Next returns it
+}
+
+// OpenStreaming sends req on a new stream of conn and returns a reader of
+// its response frames. The stream lives until the server ends it, ctx
+// ends, or Close.
+func OpenStreaming(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
+	str, stop, err := send(ctx, conn, req)
+	if err != nil {
+		return nil, err
+	}
+	return &StreamReader{ctx: ctx, str: str, stop: stop, max: conn.maxFrame}, nil
+}
+
+// Next returns the next frame. A frame carrying an error code ends the
+// stream and is returned as its error (errors.Is its sentinel). io.EOF
+// means the server ended the stream normally; the context's error means
+// ctx ended; ErrStreamClosed means Close was called.
+func (s *StreamReader) Next() (*Response, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	resp, err := ReadResponse(s.str, s.max)
+	switch {
+	case err == nil && resp.Code != CodeOK:
+		s.finish(resp.Err(), StreamDone)
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, io.EOF):
+		s.finish(io.EOF, StreamDone)
+	case s.ctx.Err() != nil:
+		s.finish(s.ctx.Err(), StreamCanceled)
+	case isLocalCancel(err):
+		s.finish(ErrStreamClosed, StreamDone)
+	default:
+		s.finish(err, StreamMalformed)
+	}
+	return nil, s.err
+}
+
+func (s *StreamReader) finish(err error, code quic.StreamErrorCode) {
+	s.err = err
+	s.stop()
+	abort(s.str, code)
+}
+
+// Close ends the stream; the server sees it cancelled and drops the work
+// (a lock waiter withdraws its request, a watch is removed).
+func (s *StreamReader) Close() error {
+	s.stop()
+	abort(s.str, StreamCanceled)
+	return nil
+}
+
+// isLocalCancel reports whether err is our own CancelRead (Close).
+func isLocalCancel(err error) bool {
+	var se *quic.StreamError
+	return errors.As(err, &se) && !se.Remote
+}
+
+// Reply writes resp on a server stream and closes the stream's write side:
+// the end of a unary answer or of a streaming one.
+func Reply(str *quic.Stream, resp *Response) error {
+	if err := WriteResponse(str, resp); err != nil {
+		abort(str, StreamCanceled)
+		return err
+	}
+	return str.Close()
+}
+
+// EndStream finishes the server's side of str; defer it in every stream
+// handler. quic-go retires a stream (and gives the client its stream
+// credit back) only when both directions are finished: it closes the write
+// side, which is a no-op after Reply and is what completes a stream the
+// client cancelled, and stops reading whatever was not read.
+func EndStream(str *quic.Stream) {
+	_ = str.Close()
+	str.CancelRead(StreamDone)
+}
+
+// Reject answers a request that failed (it could not be read, or was
+// refused before any frame was sent) with err's code and message, stops
+// reading whatever the client still sends, and ends the stream.
+func Reject(str *quic.Stream, err error) {
+	str.CancelRead(StreamMalformed)
+	_ = Reply(str, ErrorResponse(err))
+}
+
+// Hello performs the protocol handshake every connection starts with and
+// returns the server's answer. It fails with ErrVersion when the server
+// speaks another protocol version.
+func Hello(ctx context.Context, conn *Conn, clientName string) (*Response, error) {
+	resp, err := RoundTrip(ctx, conn, &Request{Type: MsgHello, ProtocolVersion: ProtocolVersion, ClientName: clientName})
+	if err != nil {
+		return nil, err
+	}
+	if err := resp.Err(); err != nil {
+		return nil, err
+	}
+	if resp.ProtocolVersion != ProtocolVersion {
+		return nil, fmt.Errorf("%w: server speaks %d, client %d", ErrVersion, resp.ProtocolVersion, ProtocolVersion)
+	}
+	return resp, nil
+}
+
+// CheckHello is the server's check of a Hello request: nil when the
+// client speaks this protocol version, else an error wrapping ErrVersion
+// (answer it with ErrorResponse, then close with ConnVersion).
+func CheckHello(req *Request) error {
+	if req.Type != MsgHello {
+		return fmt.Errorf("%w: first request must be Hello, got %v", ErrVersion, req.Type)
+	}
+	if req.ProtocolVersion != ProtocolVersion {
+		return fmt.Errorf("%w: client speaks %d, server %d", ErrVersion, req.ProtocolVersion, ProtocolVersion)
+	}
+	return nil
+}
