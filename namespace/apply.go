@@ -322,6 +322,12 @@ func (c *cmdCtx) checkpoint() error {
 		return b.err
 	}
 	c.clearOverlay()
+	if hook := b.s.afterCheckpoint; hook != nil {
+		if err := hook(); err != nil {
+			b.fail(err)
+			return b.err
+		}
+	}
 	return nil
 }
 

@@ -58,6 +58,10 @@ type Store struct {
 	clock   int64         // last committed leader clock; guarded by mu
 	broken  error         // set when a commit failed; guarded by mu
 	closed  atomic.Bool
+
+	// afterCheckpoint, when set by a test, runs after each checkpoint
+	// commit; an error simulates a crash right there.
+	afterCheckpoint func() error
 }
 
 // Result is what one applied command produced.

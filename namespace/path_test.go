@@ -1,0 +1,135 @@
+package namespace
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidatePath(t *testing.T) {
+	l := DefaultLimits()
+	tests := []struct {
+		path string
+		ok   bool
+	}{
+		{"/", true},
+		{"/a", true},
+		{"/a/b/c", true},
+		{"/.a", true},
+		{"/a.", true},
+		{"/...", true},
+		{"/a b", true},
+		{"/日本/ß", true},
+		{"/" + strings.Repeat("x", 1023), true},
+		{strings.Repeat("/d", 64), true},
+
+		{"", false},
+		{"a", false},
+		{"a/b", false},
+		{"//", false},
+		{"/a/", false},
+		{"//a", false},
+		{"/a//b", false},
+		{"/.", false},
+		{"/..", false},
+		{"/a/.", false},
+		{"/a/../b", false},
+		{"/a\x00", false},
+		{"/a\tb", false},
+		{"/\x1f", false},
+		{"/\x7f", false},
+		{"/\u0080", false},
+		{"/\u009f", false},
+		{"/\xff", false},
+		{"/\xe6\x97", false}, // truncated multi-byte rune
+		{"/" + strings.Repeat("x", 1024), false},
+		{strings.Repeat("/d", 65), false},
+	}
+	for _, tt := range tests {
+		err := ValidatePath(tt.path, l)
+		if tt.ok && err != nil {
+			t.Errorf("ValidatePath(%q) = %v, want nil", tt.path, err)
+		}
+		if !tt.ok && !errors.Is(err, ErrBadPath) {
+			t.Errorf("ValidatePath(%q) = %v, want ErrBadPath", tt.path, err)
+		}
+	}
+}
+
+func TestValidatePathLimits(t *testing.T) {
+	l := Limits{MaxPathBytes: 6, MaxDepth: 2, MaxMultiOps: 1, MaxChildrenPage: 1}
+	for p, ok := range map[string]bool{"/a/b": true, "/abcde": true, "/abcdef": false, "/a/b/c": false} {
+		if err := ValidatePath(p, l); (err == nil) != ok {
+			t.Errorf("ValidatePath(%q, %+v) = %v, want ok=%t", p, l, err, ok)
+		}
+	}
+}
+
+func TestParentBaseJoin(t *testing.T) {
+	tests := []struct{ path, parent, base string }{
+		{"/", "/", ""},
+		{"/a", "/", "a"},
+		{"/a/b", "/a", "b"},
+		{"/a/b/c", "/a/b", "c"},
+	}
+	for _, tt := range tests {
+		if got := Parent(tt.path); got != tt.parent {
+			t.Errorf("Parent(%q) = %q, want %q", tt.path, got, tt.parent)
+		}
+		if got := Base(tt.path); got != tt.base {
+			t.Errorf("Base(%q) = %q, want %q", tt.path, got, tt.base)
+		}
+		if tt.path != "/" {
+			if got := Join(tt.parent, tt.base); got != tt.path {
+				t.Errorf("Join(%q, %q) = %q, want %q", tt.parent, tt.base, got, tt.path)
+			}
+		}
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	if err := DefaultLimits().Validate(); err != nil {
+		t.Fatalf("DefaultLimits: %v", err)
+	}
+	bad := []func(*Limits){
+		func(l *Limits) { l.MaxPathBytes = 1 },
+		func(l *Limits) { l.MaxDepth = 0 },
+		func(l *Limits) { l.MaxDataBytes = -1 },
+		func(l *Limits) { l.MaxDataBytes = 2 << 20 },
+		func(l *Limits) { l.MaxMultiOps = 0 },
+		func(l *Limits) { l.MaxChildrenPage = 0 },
+	}
+	for i, f := range bad {
+		l := DefaultLimits()
+		f(&l)
+		if err := l.Validate(); !errors.Is(err, ErrBadLimits) {
+			t.Errorf("case %d: Validate(%+v) = %v, want ErrBadLimits", i, l, err)
+		}
+		if _, err := Open(Config{InMemory: true, Limits: l}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("case %d: Open = %v, want ErrBadConfig", i, err)
+		}
+	}
+	if _, err := Open(Config{}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("Open without Dir = %v, want ErrBadConfig", err)
+	}
+}
+
+// FuzzValidatePath checks that the parser never panics and that every
+// path it accepts maps to a node key and back.
+func FuzzValidatePath(f *testing.F) {
+	for _, s := range []string{"/", "/a", "/a/b", "//", "/a/", "/./..", "/a\x00b", "/\xff", "/日本"} {
+		f.Add(s)
+	}
+	l := DefaultLimits()
+	f.Fuzz(func(t *testing.T, p string) {
+		if ValidatePath(p, l) != nil {
+			return
+		}
+		if got := pathOfNodeKey(nodeKey(p)); got != p {
+			t.Fatalf("node key of %q maps back to %q", p, got)
+		}
+		if p != "/" && Join(Parent(p), Base(p)) != p {
+			t.Fatalf("Join(Parent, Base) of %q = %q", p, Join(Parent(p), Base(p)))
+		}
+	})
+}
