@@ -107,6 +107,9 @@ var entryHandle = func() *codec.MsgpackHandle {
 	h.MaxDepth = 8
 	// Never trust a length header for an allocation.
 	h.MaxInitLen = 4096
+	// A field this version does not know means a command from a newer
+	// version with semantics this one would silently drop: refuse it.
+	h.ErrorIfNoField = true
 	return h
 }()
 
@@ -128,8 +131,12 @@ func DecodeEntry(b []byte) (e *Entry, err error) {
 		}
 	}()
 	e = new(Entry)
-	if err := codec.NewDecoderBytes(b, entryHandle).Decode(e); err != nil {
+	d := codec.NewDecoderBytes(b, entryHandle)
+	if err := d.Decode(e); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if n := d.NumBytesRead(); n != len(b) {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b)-n)
 	}
 	return e, nil
 }

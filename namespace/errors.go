@@ -13,7 +13,7 @@ var (
 	ErrDataTooLarge    = errors.New("latch: data too large")
 	ErrEphemeralParent = errors.New("latch: ephemeral nodes cannot have children")
 	ErrNoSession       = errors.New("latch: no such session")
-	ErrSessionExpired  = errors.New("latch: session expired")
+	ErrSessionExpired  = errors.New("latch: session expired") // for session layers; the namespace reports ErrNoSession
 	ErrTooManyOps      = errors.New("latch: too many ops in multi")
 	ErrMalformed       = errors.New("latch: malformed entry")
 	ErrAlreadyApplied  = errors.New("latch: entry already applied")

@@ -11,6 +11,8 @@ import (
 // view runs fn in a read transaction; it sees the state as of the last
 // committed batch.
 func (s *Store) view(fn func(txn *badger.Txn) error) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	if s.closed.Load() {
 		return ErrClosed
 	}

@@ -25,8 +25,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Snapshot is the whole state at one read timestamp.
 type Snapshot struct {
-	txn   *badger.Txn
-	index uint64
+	s          *Store
+	txn        *badger.Txn
+	index      uint64
+	generation uint64
 }
 
 // Snapshot syncs the store and captures its state; cheap, it only opens a
@@ -41,14 +43,31 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 	if err := s.Sync(); err != nil {
 		return nil, err
 	}
-	return &Snapshot{txn: s.db.NewTransaction(false), index: s.applied.Load()}, nil
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return &Snapshot{
+		s:          s,
+		txn:        s.db.NewTransaction(false),
+		index:      s.applied.Load(),
+		generation: s.generation.Load(),
+	}, nil
 }
 
 // Index is the applied index the snapshot contains.
 func (snap *Snapshot) Index() uint64 { return snap.index }
 
-// WriteTo streams the snapshot.
+// WriteTo streams the snapshot. It fails when the store was restored or
+// closed since the snapshot was taken, and holds off Restore and Close
+// while it runs.
 func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	snap.s.gate.RLock()
+	defer snap.s.gate.RUnlock()
+	if snap.s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if snap.s.generation.Load() != snap.generation {
+		return 0, fmt.Errorf("%w: the state was restored after the snapshot was taken", ErrBadSnapshot)
+	}
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 256<<10)
 	crc := crc32.New(crcTable)
@@ -91,7 +110,13 @@ func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Release frees the snapshot's read transaction.
-func (snap *Snapshot) Release() { snap.txn.Discard() }
+func (snap *Snapshot) Release() {
+	snap.s.gate.RLock()
+	defer snap.s.gate.RUnlock()
+	if !snap.s.closed.Load() {
+		snap.txn.Discard()
+	}
+}
 
 type countingWriter struct {
 	w io.Writer
@@ -121,6 +146,10 @@ func (s *Store) Restore(r io.Reader) error {
 	if _, err := io.ReadFull(in, magic); err != nil || string(magic) != snapshotMagic {
 		return fmt.Errorf("%w: not a namespace snapshot", ErrBadSnapshot)
 	}
+	// Readers wait for the whole restore: none sees a half-loaded state.
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	s.generation.Add(1)
 	if err := s.db.DropAll(); err != nil {
 		s.broken = fmt.Errorf("%w: restore: drop: %w", ErrStorage, err)
 		return s.broken

@@ -53,6 +53,14 @@ type Store struct {
 	maxTxnCount, maxTxnBytes int64
 	valueThreshold           int64
 
+	// gate is held shared by every read and snapshot stream, and
+	// exclusively by Restore and Close: badger may panic on reads during
+	// DropAll or after Close.
+	gate sync.RWMutex
+	// generation counts restores, so a snapshot taken before one refuses
+	// to stream the replaced state.
+	generation atomic.Uint64
+
 	mu      sync.Mutex    // serializes writers: apply, restore, close
 	applied atomic.Uint64 // last committed applied index
 	clock   int64         // last committed leader clock; guarded by mu
@@ -200,6 +208,8 @@ func readUint64(txn *badger.Txn, key []byte) (uint64, error) {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gate.Lock()
+	defer s.gate.Unlock()
 	if s.closed.Swap(true) {
 		return nil
 	}
