@@ -1,0 +1,187 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestEnsureDevCertsCreatesOnceAndReuses(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	d, err := EnsureDevCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{d.CA, d.ServerCert, d.ServerKey, d.ClientCert, d.ClientKey} {
+		if filepath.Dir(f) != dir {
+			t.Errorf("%s not in %s", f, dir)
+		}
+	}
+	for _, k := range []string{d.ServerKey, d.ClientKey} {
+		fi, err := os.Stat(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600", k, fi.Mode().Perm())
+		}
+	}
+	ca1, _ := os.ReadFile(d.CA)
+	key1, _ := os.ReadFile(d.ServerKey)
+
+	// Present and valid: reused byte for byte.
+	if _, err := EnsureDevCerts(dir); err != nil {
+		t.Fatal(err)
+	}
+	ca2, _ := os.ReadFile(d.CA)
+	key2, _ := os.ReadFile(d.ServerKey)
+	if !bytes.Equal(ca1, ca2) || !bytes.Equal(key1, key2) {
+		t.Fatal("second EnsureDevCerts regenerated valid certificates")
+	}
+
+	// One file lost: the whole set is made anew (a new CA, since the old
+	// CA key was never kept).
+	if err := os.Remove(d.ClientKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureDevCerts(dir); err != nil {
+		t.Fatal(err)
+	}
+	ca3, _ := os.ReadFile(d.CA)
+	if bytes.Equal(ca1, ca3) {
+		t.Fatal("incomplete set was not regenerated")
+	}
+	if !d.usable(time.Now()) {
+		t.Fatal("regenerated set is not usable")
+	}
+	// Close to expiry counts as unusable.
+	if d.usable(time.Now().Add(2*365*24*time.Hour - 24*time.Hour)) {
+		t.Fatal("a certificate a day from expiry counts as usable")
+	}
+
+	srv, err := tls.LoadX509KeyPair(d.ServerCert, d.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Leaf.VerifyHostname("127.0.0.1"); err != nil {
+		t.Error(err)
+	}
+	if err := srv.Leaf.VerifyHostname("::1"); err != nil {
+		t.Error(err)
+	}
+	if err := srv.Leaf.VerifyHostname("localhost"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestMutualTLSIdentity(t *testing.T) {
+	srvTLS, cliTLS := devTLS(t)
+	s := startEcho(t, srvTLS, Config{})
+	conn := dialTest(t, s.addr(), cliTLS, Config{})
+	if _, err := Hello(testCtx(t), conn, "t"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	srvConn := s.conns[0]
+	s.mu.Unlock()
+	if got := srvConn.Identity(); got != DevClientName {
+		t.Fatalf("server sees identity %q, want %q", got, DevClientName)
+	}
+	if st := srvConn.ConnectionState().TLS; st.Version != tls.VersionTLS13 || st.NegotiatedProtocol != ALPN {
+		t.Fatalf("TLS version %x, ALPN %q", st.Version, st.NegotiatedProtocol)
+	}
+	if got := conn.Identity(); got != "localhost" {
+		t.Fatalf("client sees server identity %q", got)
+	}
+}
+
+func TestTLSRejections(t *testing.T) {
+	d, err := EnsureDevCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTLS, err := ServerTLS(d.ServerCert, d.ServerKey, d.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startEcho(t, srvTLS, Config{})
+	other, err := EnsureDevCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A client that trusts another CA refuses the server.
+	wrongCA, err := ClientTLS(other.CA, other.ClientCert, other.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := Dial(ctx, s.addr(), wrongCA, Config{}); err == nil {
+		c.Close()
+		t.Fatal("dial trusting the wrong CA succeeded")
+	}
+
+	// A client with a certificate from another CA, or none, is refused by
+	// the server. In TLS 1.3 the server checks the client certificate after
+	// the client finished its handshake, so the failure may surface on the
+	// first request rather than in Dial.
+	for name, files := range map[string][2]string{
+		"foreign client cert": {other.ClientCert, other.ClientKey},
+		"no client cert":      {"", ""},
+	} {
+		cfg, err := ClientTLS(d.CA, files[0], files[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Dial(ctx, s.addr(), cfg, Config{})
+		if err == nil {
+			_, err = Hello(ctx, c, "t")
+			c.Close()
+		}
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+
+	if _, err := ServerTLS(d.ServerCert, d.ClientKey, ""); err == nil {
+		t.Error("ServerTLS with a mismatched key succeeded")
+	}
+	if _, err := ClientTLS(filepath.Join(t.TempDir(), "missing.pem"), "", ""); err == nil {
+		t.Error("ClientTLS with a missing CA succeeded")
+	}
+	noMTLS, err := ServerTLS(d.ServerCert, d.ServerKey, "")
+	if err != nil || noMTLS.ClientAuth != tls.NoClientCert {
+		t.Errorf("ServerTLS without client CA: %v, ClientAuth %v", err, noMTLS.ClientAuth)
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	u, _ := url.Parse("spiffe://latch/worker")
+	cases := []struct {
+		name string
+		cert *x509.Certificate
+		want string
+	}{
+		{"common name wins", &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, URIs: []*url.URL{u}, DNSNames: []string{"a.example"}}, "alice"},
+		{"then URI SAN", &x509.Certificate{URIs: []*url.URL{u}, DNSNames: []string{"a.example"}}, "spiffe://latch/worker"},
+		{"then DNS SAN", &x509.Certificate{DNSNames: []string{"a.example", "b.example"}}, "a.example"},
+		{"nothing", &x509.Certificate{}, ""},
+	}
+	for _, c := range cases {
+		got := Identity(tls.ConnectionState{PeerCertificates: []*x509.Certificate{c.cert}})
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := Identity(tls.ConnectionState{}); got != "" {
+		t.Errorf("no certificate: %q", got)
+	}
+}
