@@ -560,8 +560,8 @@ func TestClosedStore(t *testing.T) {
 // TestSnapshotLarge snapshots and restores a 100,000-node tree; each must
 // take well under 5 s.
 func TestSnapshotLarge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("large tree")
+	if testing.Short() || raceEnabled {
+		t.Skip("large tree; timing is meaningless under -race")
 	}
 	src := openTestStore(t)
 	const nodes, parents = 100_000, 100

@@ -1,0 +1,5 @@
+//go:build !race
+
+package namespace
+
+const raceEnabled = false
