@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/latch-io/latch/session"
+)
+
+// Client is a connection to a latch cluster: one QUIC connection to the
+// leader at a time, the sessions it carries and their keepalives, and the
+// watches opened through it. It is safe for concurrent use. Close it when
+// done.
+type Client struct {
+	cfg  Config
+	log  *slog.Logger
+	tls  *tls.Config
+	tcfg session.Config
+
+	// ctx ends when Close is called; every internal wait selects on it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	cur      *link         // nil while (re)connecting
+	ready    chan struct{} // closed when cur is set; replaced when cur drops
+	hint     string        // address the next connect tries first (a redirect)
+	lastErr  error         // why the last connection attempt failed
+	sessions map[uint64]*Session
+	def      *Session
+	closed   bool
+
+	kaWake chan struct{} // wakes the keepalive loop; buffered 1
+}
+
+// Dial connects to the cluster named by cfg and opens the default session
+// (cfg.SessionTTL). It returns when both are done, or fails when ctx ends
+// first, or at once when cfg is invalid. The client keeps itself connected
+// until Close: it follows the leader and fails over on its own.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("latch: dial: %w", err)
+	}
+	c := &Client{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		tls:      tlsConf,
+		tcfg:     transportConfig(cfg.SessionTTL),
+		ready:    make(chan struct{}),
+		sessions: make(map[uint64]*Session),
+		kaWake:   make(chan struct{}, 1),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(2)
+	go c.connectLoop()
+	go c.keepaliveLoop()
+	s, err := c.NewSession(ctx, cfg.SessionTTL)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("latch: dial: %w", err)
+	}
+	c.mu.Lock()
+	c.def = s
+	c.mu.Unlock()
+	return c, nil
+}
+
+// transportConfig sizes the QUIC idle timeout to the session TTL: a leader
+// that went silent (stopped, partitioned) must be given up early enough to
+// reach the new leader while the sessions still live there.
+func transportConfig(ttl time.Duration) session.Config {
+	idle := min(max(ttl/2, time.Second), 30*time.Second)
+	return session.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 4}
+}
+
+// Session returns the default session opened by Dial: Client calls that
+// need a session (ephemeral creates) use it. It is not replaced when it
+// ends; open another with NewSession.
+func (c *Client) Session() *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.def
+}
+
+// Endpoints returns the configured endpoints.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.cfg.Endpoints...) }
+
+// Close closes every session the client still keeps alive (their
+// ephemeral nodes vanish; Orphan a session first to leave it to expire),
+// ends every watch, closes the connection and stops every goroutine.
+// Closing sessions is bounded by DialTimeout. Calling Close again does
+// nothing.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	live := make([]*Session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		live = append(live, s)
+	}
+	connected := c.cur != nil
+	c.mu.Unlock()
+
+	// Only an established connection is worth waiting for: with none, the
+	// sessions are left to expire rather than holding Close for a timeout.
+	if connected && len(live) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
+		var wg sync.WaitGroup
+		for _, s := range live {
+			wg.Go(func() { _ = s.Close(ctx) })
+		}
+		wg.Wait()
+		cancel()
+	}
+	for _, s := range live {
+		s.finish(ErrClosed)
+	}
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// Closed returns a channel closed when Close has been called.
+func (c *Client) Closed() <-chan struct{} { return c.ctx.Done() }
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// goFunc runs f as a goroutine that Close waits for.
+func (c *Client) goFunc(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}

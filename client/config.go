@@ -1,0 +1,161 @@
+package client
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/latch-io/latch/session"
+)
+
+// DefaultEndpoint is where latchd listens for clients by default.
+const DefaultEndpoint = "127.0.0.1:7420"
+
+// DevTLSDir is where `latchd --dev` writes its development certificates,
+// relative to the directory it runs in. A client with no TLS config looks
+// there, so `latch` next to a dev server needs no flags.
+const DevTLSDir = "latch-data/tls"
+
+// Config configures a Client. Zero fields take the defaults documented on
+// them; start from DefaultConfig or a literal.
+type Config struct {
+	// Endpoints are the client (QUIC, UDP) addresses of cluster members,
+	// host:port. Any member will do: the client follows redirects to the
+	// leader. Default [DefaultEndpoint].
+	Endpoints []string
+	// TLS configures the connection. nil: trust the development CA in
+	// DevTLSDir (presenting its client certificate when present) if that
+	// directory exists, else the system roots.
+	TLS *tls.Config
+	// SessionTTL is the lease asked for the default session and for
+	// NewSession calls with ttl 0. The server may clamp it. Default 10s.
+	SessionTTL time.Duration
+	// DialTimeout bounds one connection attempt: QUIC and TLS handshake,
+	// Hello and resuming the sessions. Default 5s.
+	DialTimeout time.Duration
+	// MaxRedirects bounds how many "not the leader" answers one request or
+	// connection attempt follows in a row before giving up. Default 5.
+	MaxRedirects int
+	// MinBackoff and MaxBackoff bound the pause between rounds of
+	// connection attempts over all endpoints: it doubles from MinBackoff up
+	// to MaxBackoff, each pause jittered. Defaults 20ms and 1s.
+	MinBackoff, MaxBackoff time.Duration
+	// ClientName is sent to the server for its logs. Default the program's
+	// name.
+	ClientName string
+	// Logger receives the client's logs (reconnections, expiries). Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		Endpoints:    []string{DefaultEndpoint},
+		SessionTTL:   10 * time.Second,
+		DialTimeout:  5 * time.Second,
+		MaxRedirects: 5,
+		MinBackoff:   20 * time.Millisecond,
+		MaxBackoff:   time.Second,
+		ClientName:   filepath.Base(os.Args[0]),
+		Logger:       slog.New(slog.DiscardHandler),
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = d.Endpoints
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = d.SessionTTL
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = d.MaxRedirects
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = d.MinBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = max(d.MaxBackoff, c.MinBackoff)
+	}
+	if c.ClientName == "" {
+		c.ClientName = d.ClientName
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Validate rejects a config that cannot work, naming the field. Zero
+// fields are fine: they take defaults.
+func (c Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
+	}
+	for _, e := range c.Endpoints {
+		host, port, err := net.SplitHostPort(e)
+		if err != nil {
+			return bad("Endpoints", "%q is not host:port: %v", e, err)
+		}
+		if host == "" || port == "" || port == "0" {
+			return bad("Endpoints", "%q needs a host and a port", e)
+		}
+	}
+	switch {
+	case c.SessionTTL < 0:
+		return bad("SessionTTL", "%v is negative", c.SessionTTL)
+	case c.SessionTTL > 0 && c.SessionTTL < 3*time.Millisecond:
+		return bad("SessionTTL", "%v leaves no time for keepalives", c.SessionTTL)
+	case c.DialTimeout < 0:
+		return bad("DialTimeout", "%v is negative", c.DialTimeout)
+	case c.MaxRedirects < 0:
+		return bad("MaxRedirects", "%d is negative", c.MaxRedirects)
+	case c.MinBackoff < 0:
+		return bad("MinBackoff", "%v is negative", c.MinBackoff)
+	case c.MaxBackoff < 0:
+		return bad("MaxBackoff", "%v is negative", c.MaxBackoff)
+	case c.MaxBackoff > 0 && c.MaxBackoff < c.MinBackoff:
+		return bad("MaxBackoff", "%v is below MinBackoff %v", c.MaxBackoff, c.MinBackoff)
+	}
+	return nil
+}
+
+// tlsConfig returns cfg.TLS, or the development / system-roots default.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.TLS != nil {
+		return c.TLS, nil
+	}
+	return DevTLS(DevTLSDir)
+}
+
+// DevTLS returns a client TLS config for the development certificates
+// `latchd --dev` keeps in dir (session.EnsureDevCerts): it trusts dir's
+// ca.pem and presents client.pem when that pair exists. When dir has no
+// ca.pem it returns a config trusting the system roots.
+func DevTLS(dir string) (*tls.Config, error) {
+	ca := filepath.Join(dir, "ca.pem")
+	if _, err := os.Stat(ca); errors.Is(err, fs.ErrNotExist) {
+		return session.ClientTLS("", "", "")
+	}
+	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	if !exists(cert) || !exists(key) {
+		cert, key = "", ""
+	}
+	return session.ClientTLS(ca, cert, key)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,84 @@
+// Package client is latch's Go client: Dial a cluster, read and write the
+// namespace, watch it, and hold sessions whose ephemeral nodes and locks
+// live as long as the session does.
+//
+//	c, err := client.Dial(ctx, client.Config{Endpoints: []string{"10.0.0.1:7420", "10.0.0.2:7420"}})
+//	if err != nil { ... }
+//	defer c.Close()
+//	p, err := c.Create(ctx, "/workers/w-", nil, client.Ephemeral(), client.Sequential())
+//	data, stat, err := c.Get(ctx, "/config")
+//	w, err := c.Watch(ctx, "/config", client.Data())
+//	for ev := range w.Events() { ... }
+//
+// Every blocking call takes a context first; options are functional and
+// typed per call (client.Ephemeral() does not compile on Get). Errors keep
+// their identity across the wire: errors.Is(err, client.ErrNoNode) holds
+// for the server's namespace.ErrNoNode, because client.ErrNoNode is that
+// same value.
+//
+// # Connection and failover
+//
+// A Client keeps one QUIC connection, to the leader. A member that is not
+// the leader answers ErrNotLeader naming the leader; the client follows
+// (at most MaxRedirects hops in a row). When the connection breaks it
+// tries the endpoints again with jittered exponential backoff, says Hello,
+// resumes every live session (ResumeSession with the session's secret),
+// renews them at once, and re-opens every watch from the last revision it
+// delivered. Requests issued meanwhile wait for the new connection,
+// bounded by their context, and then complete; requests of a session that
+// expired meanwhile fail with ErrSessionExpired.
+//
+// Reads, Sync and session requests are retried after a broken connection;
+// writes (Create, Set, Delete, Multi) are not, because the first attempt
+// may have been applied: they fail with ErrUnknownOutcome and the caller
+// decides (read back, or retry knowing the write is idempotent). A write
+// refused with ErrNotLeader or ErrNoLeader was not applied and is retried.
+//
+// # Sessions
+//
+// Dial opens a default session (Client.Session); ephemeral creates on the
+// Client use it. NewSession opens more on the same connection, as etcd
+// separates leases from the client: Session.Create and Session.Multi make
+// ephemerals owned by that session. All sessions are renewed by one
+// keepalive loop at TTL/3 (renewals due within TTL/12 of each other go
+// together). Session state comes from session.Tracker: Connected,
+// Jeopardy (the lease ran out without an ack — the client may be cut off
+// and the session may be dead), Reconnected, Expired. LeaseEnd is the
+// proven end of the lease (send time of the newest acknowledged keepalive
+// plus TTL), which lock recipes use to refuse to act on a lock they may no
+// longer hold. A resume is not counted as a renewal: the member may not
+// have renewed the lease; the keepalive sent right after it is.
+//
+// Session.Close ends the session on the server (ephemerals vanish now);
+// Session.Orphan only stops the keepalives and leaves the server to expire
+// it after its TTL. Client.Close closes every session it still keeps
+// alive, like ZooKeeper's close: a process that exits cleanly releases its
+// locks at once; Orphan sessions first to leave them to expire instead.
+//
+// # Watches
+//
+// Watch returns once the server registered the watch, so every change
+// committed afterwards is delivered. A watch resumes after a reconnection
+// from one revision before the last it delivered and skips the events of
+// that revision it already delivered: a revision whose events were cut off
+// mid-way by a broken stream is completed, and none is delivered twice.
+// When the server no longer has the history (or the consumer was too slow
+// and the server's buffer overflowed) the watch delivers EventResync and
+// continues from the revision it names. Events() holds a bounded buffer; a
+// consumer that stops reading stalls only its own watch. The context given
+// to Watch bounds the watch's life, as in etcd.
+//
+// # Decisions not in DESIGN.md
+//
+//   - Delete with Recursive is done by the client, child by child, like
+//     ZooKeeper's deleteall: it is not atomic. The version, if given, is
+//     checked before anything is deleted and again on the node itself.
+//   - Children follows pages until the end or Limit; pages are read at
+//     different revisions.
+//   - With no TLS config the client trusts the development CA that
+//     `latchd --dev` writes to ./latch-data/tls, so the CLI works next to a
+//     dev server without flags; without that directory, the system roots.
+//   - The QUIC idle timeout is half the session TTL (between 1s and 30s),
+//     so a leader that went silent is abandoned while the sessions still
+//     live on its successor.
+package client

@@ -1,0 +1,59 @@
+package client
+
+import (
+	"errors"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// Errors returned by the client. Errors the server returns cross the wire
+// as a code and come back as the very sentinel the server matched, so
+// errors.Is(err, client.ErrNoNode) holds for a server's "no node" exactly
+// as namespace.ErrNoNode does inside the server.
+var (
+	// Namespace errors.
+	ErrNoNode          = namespace.ErrNoNode
+	ErrNodeExists      = namespace.ErrNodeExists
+	ErrBadVersion      = namespace.ErrBadVersion
+	ErrNotEmpty        = namespace.ErrNotEmpty
+	ErrBadPath         = namespace.ErrBadPath
+	ErrDataTooLarge    = namespace.ErrDataTooLarge
+	ErrEphemeralParent = namespace.ErrEphemeralParent
+	ErrNoSession       = namespace.ErrNoSession
+	ErrTooManyOps      = namespace.ErrTooManyOps
+	ErrRootImmutable   = namespace.ErrRootImmutable
+
+	// Session and transport errors.
+	ErrSessionExpired  = session.ErrSessionExpired
+	ErrNotLeader       = session.ErrNotLeader
+	ErrNoLeader        = session.ErrNoLeader
+	ErrUnknownSession  = session.ErrUnknownSession
+	ErrBadSecret       = session.ErrBadSecret
+	ErrVersion         = session.ErrVersion
+	ErrFrameTooLarge   = session.ErrFrameTooLarge
+	ErrMalformed       = session.ErrMalformed
+	ErrUnknownType     = session.ErrUnknownType
+	ErrTooManyWatches  = session.ErrTooManyWatches
+	ErrTooManySessions = session.ErrTooManySessions
+	ErrTimeout         = session.ErrTimeout
+	ErrCanceled        = session.ErrCanceled
+	ErrWouldDeadlock   = session.ErrWouldDeadlock
+	ErrNotHeld         = session.ErrNotHeld
+	ErrInternal        = session.ErrInternal
+	ErrUnknownCode     = session.ErrUnknownCode
+	ErrBadCert         = session.ErrBadCert
+
+	// The client's own errors.
+	ErrClosed        = errors.New("latch: client closed")
+	ErrSessionClosed = errors.New("latch: session closed")
+	ErrBadConfig     = errors.New("latch: bad client config")
+	ErrBadOption     = errors.New("latch: bad option")
+	// ErrUnknownOutcome: the connection broke after a write was sent and
+	// before its answer arrived, so it may or may not have been applied.
+	// Read the state to find out; the client never resends such a write,
+	// because doing so could apply it twice.
+	ErrUnknownOutcome = errors.New("latch: connection lost during a write; it may or may not have been applied")
+	// ErrNoEndpoint: no endpoint could be reached before ctx ended.
+	ErrNoEndpoint = errors.New("latch: no endpoint reachable")
+)

@@ -1,0 +1,210 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// retryable reports whether a request of type t may be sent again after
+// the connection broke with the request possibly applied: reads, and
+// requests whose repetition changes nothing. Writes are not: a create sent
+// twice would fail the second time although the first succeeded.
+func retryable(t session.MsgType) bool {
+	switch t {
+	case session.MsgCreate, session.MsgSet, session.MsgDelete, session.MsgMulti,
+		session.MsgLock, session.MsgLockRelease, session.MsgLockRenew:
+		return false
+	}
+	return true
+}
+
+// do sends req on the current link and returns the successful response,
+// or the request's error with its sentinel identity (errors.Is). It waits
+// for a link while the client reconnects, follows ErrNotLeader redirects
+// up to MaxRedirects in a row, retries while the cluster has no leader,
+// and acts for s when s is not nil (req.Session is set to s's id and s is
+// attached to the link first). The wait is bounded by ctx. When the
+// server answered with an error, the answer is returned with it (a failed
+// Multi carries its per-op results).
+func (c *Client) do(ctx context.Context, s *Session, req *session.Request) (*session.Response, error) {
+	resp, _, err := c.send(ctx, s, req)
+	return resp, err
+}
+
+// send is do, also returning the link that answered.
+func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*session.Response, *link, error) {
+	hops, idle := 0, 0
+	for {
+		l, err := c.ready4(ctx, s, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := session.RoundTrip(ctx, l.conn, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			if errors.Is(err, ErrFrameTooLarge) {
+				return nil, nil, err // refused before sending
+			}
+			if !isStreamErr(err) {
+				c.drop(l, "", err) // else only the stream failed
+			}
+			if !retryable(req.Type) {
+				return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrUnknownOutcome, req.Type, req.Path, err)
+			}
+			if isStreamErr(err) {
+				idle++
+				if !c.sleep(ctx, idle) {
+					return nil, nil, c.gaveUp(ctx, err)
+				}
+			}
+			continue
+		}
+		err = resp.Err()
+		if err == nil {
+			return resp, l, nil
+		}
+		if retry, err := c.onError(ctx, l, s, req, err, &hops, &idle); !retry {
+			return resp, l, err
+		}
+	}
+}
+
+// ready4 returns the link to send req on, with s attached to it.
+func (c *Client) ready4(ctx context.Context, s *Session, req *session.Request) (*link, error) {
+	for {
+		if s != nil {
+			if err := s.usable(); err != nil {
+				return nil, err
+			}
+			req.Session = s.id
+		}
+		l, err := c.waitLink(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return l, nil
+		}
+		err = c.resume(ctx, l, s)
+		if err == nil {
+			if err := s.usable(); err != nil {
+				return nil, err
+			}
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		c.drop(l, leaderOf(err), err)
+	}
+}
+
+// onError decides what a failed answer means: retry (after dropping the
+// link or pausing) or give up with the error to return.
+func (c *Client) onError(ctx context.Context, l *link, s *Session, req *session.Request, err error, hops, idle *int) (bool, error) {
+	switch {
+	case errors.Is(err, ErrNotLeader) && leaderOf(err) != "":
+		if *hops >= c.cfg.MaxRedirects {
+			return false, err
+		}
+		*hops++
+		c.drop(l, leaderOf(err), err)
+		return true, nil
+	case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader):
+		// An election is running: the member will know the leader soon.
+		*idle++
+		return c.sleep(ctx, *idle), c.gaveUp(ctx, err)
+	case errors.Is(err, namespace.ErrClosed):
+		// The member is shutting down: go elsewhere.
+		c.drop(l, "", err)
+		if !retryable(req.Type) {
+			return false, fmt.Errorf("%w: %s %s: %w", ErrUnknownOutcome, req.Type, req.Path, err)
+		}
+		return true, nil
+	case s != nil && errors.Is(err, ErrUnknownSession):
+		// The member does not have s attached to this connection (it
+		// restarted, or we raced a reconnect): attach again and retry.
+		s.detach(l.gen)
+		*idle++
+		return c.sleep(ctx, *idle), c.gaveUp(ctx, err)
+	case s != nil && sessionGone(err):
+		s.expire(err)
+		return false, s.Err()
+	}
+	return false, err
+}
+
+// gaveUp is the error of a request that stopped retrying err because ctx
+// or the client ended.
+func (c *Client) gaveUp(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", err, ctx.Err())
+	}
+	return fmt.Errorf("%w (%w)", err, ErrClosed)
+}
+
+// sleep pauses before retry n, reporting false (with nothing to retry)
+// when ctx or the client ends first.
+func (c *Client) sleep(ctx context.Context, n int) bool {
+	t := time.NewTimer(c.backoff(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.ctx.Done():
+	}
+	return false
+}
+
+// stream opens a streaming request (Watch, Lock) on the current link with
+// the redirect and reconnect handling of do, and returns the reader with
+// its first frame, which the server sends to acknowledge the request.
+func (c *Client) stream(ctx context.Context, s *Session, req *session.Request) (*session.StreamReader, *session.Response, *link, error) {
+	hops, idle := 0, 0
+	for {
+		l, err := c.ready4(ctx, s, req)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sr, err := session.OpenStreaming(ctx, l.conn, req)
+		var first *session.Response
+		if err == nil {
+			first, err = sr.Next()
+		}
+		if err == nil {
+			return sr, first, l, nil
+		}
+		if sr != nil {
+			sr.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		if !isWire(err) {
+			// Not an answer: the stream or the connection broke. A
+			// stream that never got its first frame did nothing the
+			// server keeps (a watch is gone with its stream; a lock
+			// request is withdrawn).
+			if !isStreamErr(err) {
+				c.drop(l, "", err)
+				continue
+			}
+			idle++
+			if !c.sleep(ctx, idle) {
+				return nil, nil, nil, c.gaveUp(ctx, err)
+			}
+			continue
+		}
+		if retry, err := c.onError(ctx, l, s, req, err, &hops, &idle); !retry {
+			return nil, nil, nil, err
+		}
+	}
+}
