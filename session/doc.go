@@ -1,8 +1,128 @@
 // Package session is latch's client↔server session layer: the wire messages
 // and their msgpack codec, framing over QUIC streams, TLS and ALPN, the
 // leader's lease table and the client's lease tracker. It knows nothing of
-// raft or of the tree; it imports namespace only for the types and sentinel
-// errors that cross the wire, so an error keeps one identity end to end.
+// raft or of the tree; it imports namespace only for the types (Stat,
+// EventType, CreateFlags, Op) and sentinel errors that cross the wire, so an
+// error keeps one identity end to end.
 //
-// The decisions below are recorded here because DESIGN.md leaves them open.
+// # Connections and streams
+//
+// A client holds one QUIC connection (ALPN "latch/1", TLS 1.3 only) to one
+// member. Every request is its own bidirectional stream, so a blocked
+// request (a lock wait, a watch) never delays the others:
+//
+//	client: open stream, write one Request frame, close the write side
+//	server: read the frame and the end of the stream (ReadRequest), answer
+//	        with one Response frame and close (Reply), or, for MsgWatch and
+//	        MsgLock, write frames (WriteResponse) and end with Reply
+//
+// Client side: Dial, Hello (the first request on every connection), then
+// RoundTrip for unary requests and OpenStreaming for Watch and Lock. When
+// a request's ctx ends, the stream is reset both ways; the server learns it
+// from the stream's Context and drops the work (a lock waiter withdraws, a
+// watch ends). StreamReader.Close does the same on purpose.
+//
+// Server side: Listen, Accept, conn.AcceptStream, then per stream:
+//
+//	defer session.EndStream(str)  // both directions finished, always
+//	req, err := session.ReadRequest(str, conn.MaxFrameSize())
+//	if err != nil { session.Reject(str, err); return }
+//	... session.Reply(str, resp)
+//
+// quic-go retires a stream, and gives the client back its stream credit,
+// only when both directions are finished; EndStream guarantees that on
+// every path, including a client that cancelled. A handler of a streaming
+// request selects on str.Context().Done() to notice the client leaving.
+// The first request must be Hello: answer a failed CheckHello with
+// ErrorResponse and close the connection with ConnVersion.
+//
+// # Frames and codec
+//
+// A frame is a 4-byte big-endian body length and a msgpack body (one
+// Request or Response, a map keyed by the short names in the codec tags).
+// Tags and code numbers are the protocol: testdata/wire holds golden
+// encodings that fail the tests on any change. Unknown map keys are
+// ignored, so a newer peer may add fields; a new meaning needs a new
+// ProtocolVersion.
+//
+// Readers never trust the peer: a length above the reader's MaxFrameSize is
+// ErrFrameTooLarge before anything is allocated, a body buffer grows only
+// as bytes arrive, a truncated frame wraps io.ErrUnexpectedEOF, and any
+// decoding failure (bad msgpack, wrong types, trailing bytes, nesting
+// deeper than 16, a panic inside the decoder) is ErrMalformed. Decoded
+// slices and strings are copies, never views of pooled buffers. Encoders,
+// decoders and buffers are pooled; the msgpack handle is configured once
+// and read-only afterwards.
+//
+// Version fields follow namespace: 0 means "expect version 0"; send
+// namespace.AnyVersion (-1) to skip the check.
+//
+// Watch streams: the first frame acknowledges the watch with Rev (the
+// revision it starts after) and no events; later frames carry Events in
+// revision order. An event of type EventResync (255, never produced by
+// namespace) tells the client that events were lost (history gone, or it
+// fell behind its buffer) and it must re-read from Rev. Lock streams: a
+// LockQueued frame with Node and Rev, then LockGranted with Token, or an
+// error frame. A frame with a non-zero Code always ends a stream.
+//
+// # Errors
+//
+// Code numbers pair with sentinels in one table (errors.go). The server
+// sends ErrorResponse(err) (CodeOf picks the code of the first sentinel err
+// matches, CodeInternal otherwise); the client's Response.Err returns an
+// *Error that errors.Is that same sentinel and carries the server's
+// message, and for ErrNotLeader the leader's client address (NotLeader
+// builds one on the server). A code this build does not know becomes
+// ErrUnknownCode with the number. ErrSessionExpired is namespace's own
+// sentinel. Transport failures are plain errors of RoundTrip, distinct from
+// error responses.
+//
+// # Leases
+//
+// LeaseTable (leader memory; keepalives never touch the log) keeps one
+// deadline per session in a min-heap: Add, Renew and Remove are O(log n).
+// The reaper takes Expired(max) batches, oldest deadline first; a session
+// returned there is "expiring" and Renew refuses it, so a keepalive racing
+// with the reaper is never acknowledged for a session whose expiry is on
+// its way to the log (Requeue hands a batch back when the commit failed).
+// A new leader calls ResetAll before expiring anything: every session gets
+// a full TTL from then, so none expires earlier than TTL after its last
+// acknowledged keepalive. Wake signals a reaper sleeping until an old
+// NextDeadline that an earlier deadline appeared.
+//
+// Tracker (client memory) turns keepalive acks into what the application
+// may rely on. An ack of a keepalive sent at s granting TTL d proves the
+// lease lasts until s+d (Deadline; measured from the send, so it is never
+// longer than the server's). Past Deadline with no newer ack the state is
+// Jeopardy: the session may be dead, the client looks for a leader for a
+// grace period of one TTL; an ack that moves Deadline past now makes it
+// Reconnected; the grace running out, or the server answering
+// ErrSessionExpired, ErrUnknownSession or namespace.ErrNoSession
+// (IsExpiry), makes it Expired, closes Done and Events. The tracker runs
+// no timers: the client's loop sleeps until NextCheck and calls Poll.
+// Events never blocks the tracker: a slow reader loses the oldest
+// transitions, never the latest. A lock grant that arrives after Deadline
+// must be treated as lost.
+//
+// Both take a Clock; ManualClock drives them in tests, here and elsewhere.
+//
+// # TLS
+//
+// ServerTLS with a client CA requires and verifies client certificates
+// (mutual TLS); Identity names the client by certificate CN, else first
+// URI SAN, else first DNS SAN. Listen and Dial clone the given config and
+// pin TLS 1.3 and the ALPN, so a peer of another major version fails the
+// handshake. EnsureDevCerts writes a throwaway PKI (ECDSA P-256 CA, server
+// certificate for 127.0.0.1, ::1 and localhost, client certificate
+// DevClientName) into a directory and reuses it while it is complete and
+// more than a week from expiry; the CA key is never written, so any repair
+// regenerates the whole set.
+//
+// # Transport defaults
+//
+// Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (requests
+// in flight per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
+// HandshakeTimeout 10s (silence during the handshake; the whole handshake
+// is bounded by twice that). Zero fields take the default; Validate names
+// the bad field. Clients accept no streams from the server.
 package session
