@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+func init() {
+	register(&command{
+		name:    "sessions",
+		usage:   "",
+		summary: "list the cluster's sessions",
+		maxArgs: 0,
+		setup: func(fs *flag.FlagSet) runFunc {
+			return func(ctx context.Context, e *env, _ []string) error {
+				ctx, cancel := e.withTimeout(ctx)
+				defer cancel()
+				c, err := e.client(ctx)
+				if err != nil {
+					return err
+				}
+				list, err := c.Sessions(ctx)
+				if err != nil {
+					return err
+				}
+				if list == nil {
+					list = []client.SessionInfo{}
+				}
+				self := c.Session().ID()
+				type row struct {
+					ID          uint64 `json:"id"`
+					TTL         string `json:"ttl"`
+					Identity    string `json:"identity"`
+					OpenRev     uint64 `json:"open_revision"`
+					Opened      string `json:"opened"`
+					ExpiresIn   string `json:"expires_in,omitempty"`
+					ThisCommand bool   `json:"this_command,omitempty"`
+				}
+				rows := make([]row, len(list))
+				for i, s := range list {
+					rows[i] = row{ID: s.ID, TTL: ms(s.TTLMillis), Identity: s.Identity, OpenRev: s.OpenRev,
+						Opened: nanos(s.OpenTime), ThisCommand: s.ID == self}
+					if s.ExpiresInMillis > 0 {
+						rows[i].ExpiresIn = ms(s.ExpiresInMillis)
+					}
+				}
+				return e.emit(rows, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tTTL\tIDENTITY\tOPENED\tEXPIRES IN\t")
+					for _, r := range rows {
+						mark := ""
+						if r.ThisCommand {
+							mark = "(this command)"
+						}
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.TTL, dash(r.Identity), r.Opened, dash(r.ExpiresIn), mark)
+					}
+					tw.Flush()
+				})
+			}
+		},
+	})
+
+	register(&command{
+		name:    "members",
+		usage:   "",
+		summary: "list the cluster's members",
+		maxArgs: 0,
+		setup: func(fs *flag.FlagSet) runFunc {
+			return func(ctx context.Context, e *env, _ []string) error {
+				ctx, cancel := e.withTimeout(ctx)
+				defer cancel()
+				c, err := e.client(ctx)
+				if err != nil {
+					return err
+				}
+				members, err := c.Members(ctx)
+				if err != nil {
+					return err
+				}
+				return e.emit(jsonMembers(members), func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tCLIENT\tRAFT\tHTTP\tROLE\t")
+					for _, m := range members {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", m.ID, dash(m.ClientAddr), dash(m.RaftAddr), dash(m.HTTPAddr), role(m))
+					}
+					tw.Flush()
+				})
+			}
+		},
+	})
+
+	register(&command{
+		name:    "status",
+		usage:   "",
+		summary: "show the leader, term, applied index and every member's health",
+		help: `Every member is asked directly (at its client address) for its state;
+one that does not answer within --timeout is reported unreachable.`,
+		maxArgs: 0,
+		setup: func(fs *flag.FlagSet) runFunc {
+			return func(ctx context.Context, e *env, _ []string) error {
+				ctx, cancel := e.withTimeout(ctx)
+				defer cancel()
+				c, err := e.client(ctx)
+				if err != nil {
+					return err
+				}
+				leader, leaderAddr, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				members, err := c.Members(ctx)
+				if err != nil {
+					return err
+				}
+				health := memberHealth(ctx, c, members)
+				v := map[string]any{
+					"leader":         leader.ID,
+					"leader_address": leaderAddr,
+					"term":           leader.Term,
+					"commit_index":   leader.CommitIndex,
+					"applied_index":  leader.AppliedIndex,
+					"sessions":       leader.Sessions,
+					"watches":        leader.Watches,
+					"version":        leader.Version,
+					"members":        health,
+				}
+				return e.emit(v, func(w io.Writer) {
+					fmt.Fprintf(w, "leader         %s (%s)\n", leader.ID, dash(leaderAddr))
+					fmt.Fprintf(w, "term           %d\n", leader.Term)
+					fmt.Fprintf(w, "commit index   %d\n", leader.CommitIndex)
+					fmt.Fprintf(w, "applied index  %d\n", leader.AppliedIndex)
+					fmt.Fprintf(w, "sessions       %d\n", leader.Sessions)
+					fmt.Fprintf(w, "watches        %d\n\n", leader.Watches)
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "MEMBER\tCLIENT\tHEALTH\tSTATE\tTERM\tAPPLIED\tLAG\t")
+					for _, h := range health {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", h.ID, dash(h.ClientAddr), h.Health, dash(h.State), h.Term, h.AppliedIndex, h.Lag)
+					}
+					tw.Flush()
+				})
+			}
+		},
+	})
+}
+
+type memberJSON struct {
+	ID         string `json:"id"`
+	ClientAddr string `json:"client_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	HTTPAddr   string `json:"http_addr"`
+	Leader     bool   `json:"leader"`
+	Voter      bool   `json:"voter"`
+}
+
+func jsonMembers(ms []client.MemberInfo) []memberJSON {
+	out := make([]memberJSON, len(ms))
+	for i, m := range ms {
+		out[i] = memberJSON{m.ID, m.ClientAddr, m.RaftAddr, m.HTTPAddr, m.Leader, m.Voter}
+	}
+	return out
+}
+
+// health is one member's answer to a direct status request.
+type health struct {
+	ID           string `json:"id"`
+	ClientAddr   string `json:"client_addr"`
+	Health       string `json:"health"` // "ok", or why not
+	State        string `json:"state,omitempty"`
+	Term         uint64 `json:"term,omitempty"`
+	AppliedIndex uint64 `json:"applied_index,omitempty"`
+	// Lag is how far the member's applied index is behind the highest.
+	Lag uint64 `json:"lag"`
+}
+
+// memberHealth asks every member for its status, in parallel.
+func memberHealth(ctx context.Context, c *client.Client, members []client.MemberInfo) []health {
+	out := make([]health, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i] = health{ID: m.ID, ClientAddr: m.ClientAddr}
+		if m.ClientAddr == "" {
+			out[i].Health = "no client address"
+			continue
+		}
+		wg.Go(func() {
+			st, err := c.StatusOf(ctx, m.ClientAddr)
+			if err != nil {
+				out[i].Health = "unreachable: " + err.Error()
+				return
+			}
+			out[i].Health = "ok"
+			out[i].State, out[i].Term, out[i].AppliedIndex = st.State, st.Term, st.AppliedIndex
+		})
+	}
+	wg.Wait()
+	var top uint64
+	for _, h := range out {
+		top = max(top, h.AppliedIndex)
+	}
+	for i := range out {
+		if out[i].Health == "ok" {
+			out[i].Lag = top - out[i].AppliedIndex
+		}
+	}
+	return out
+}
+
+func role(m client.MemberInfo) string {
+	switch {
+	case m.Leader:
+		return "leader"
+	case m.Voter:
+		return "voter"
+	}
+	return "non-voter"
+}
+
+func ms(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

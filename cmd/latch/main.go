@@ -1,0 +1,233 @@
+// Command latch is the command-line client of a latch cluster: namespace
+// operations, watches, sessions, members and status.
+//
+//	latch create /demo hello && latch get /demo
+//	latch watch --recursive /demo
+//	latch --endpoints 10.0.0.1:7420,10.0.0.2:7420 status
+//
+// Run next to `latchd --dev` it needs no flags: it connects to
+// 127.0.0.1:7420 and trusts the CA in ./latch-data/tls. Errors print one
+// line naming the error (`latch: no node: /x`) and exit with status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/session"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	endpoints  string
+	ca         string
+	cert       string
+	key        string
+	sessionTTL time.Duration
+	output     string
+	timeout    time.Duration
+}
+
+var globalNames = map[string]bool{
+	"endpoints": true, "ca": true, "cert": true, "key": true, "session-ttl": true, "o": true, "timeout": true,
+}
+
+func isGlobal(name string) bool { return globalNames[name] }
+
+func defaultGlobals() globals {
+	return globals{
+		endpoints:  client.DefaultEndpoint,
+		sessionTTL: 10 * time.Second,
+		output:     "text",
+		timeout:    10 * time.Second,
+	}
+}
+
+// register declares the global flags on fs, defaulting to g's current
+// values (so flags given before the command survive a command's own flag
+// set).
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated client addresses (host:port) of cluster members; any member will do")
+	fs.StringVar(&g.ca, "ca", g.ca, "CA certificate (PEM) that signed the servers' certificates\n(default: ./"+client.DevTLSDir+"/ca.pem when present, else the system roots)")
+	fs.StringVar(&g.cert, "cert", g.cert, "client certificate (PEM) for mutual TLS")
+	fs.StringVar(&g.key, "key", g.key, "private key (PEM) of --cert")
+	fs.DurationVar(&g.sessionTTL, "session-ttl", g.sessionTTL, "TTL of the command's session (ephemeral nodes live as long as it)")
+	fs.StringVar(&g.output, "o", g.output, "output format: text or json")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long a command may take (for watch: to connect and start watching)")
+}
+
+func (g *globals) validate() error {
+	switch g.output {
+	case "text", "json":
+	default:
+		return fmt.Errorf("%w: -o %q: want text or json", errUsage, g.output)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %v must be positive", errUsage, g.timeout)
+	}
+	if (g.cert == "") != (g.key == "") {
+		return fmt.Errorf("%w: --cert and --key go together", errUsage)
+	}
+	return nil
+}
+
+func (g *globals) config() (client.Config, error) {
+	cfg := client.Config{SessionTTL: g.sessionTTL, ClientName: "latch-cli"}
+	for _, e := range strings.Split(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.Endpoints = append(cfg.Endpoints, e)
+		}
+	}
+	if g.ca != "" || g.cert != "" {
+		tlsConf, err := session.ClientTLS(g.ca, g.cert, g.key)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.TLS = tlsConf
+	}
+	return cfg, cfg.Validate()
+}
+
+// env is what a command runs with.
+type env struct {
+	g      *globals
+	stdout io.Writer
+	stderr io.Writer
+	c      *client.Client
+}
+
+// client connects on first use, bounded by ctx.
+func (e *env) client(ctx context.Context) (*client.Client, error) {
+	if e.c != nil {
+		return e.c, nil
+	}
+	cfg, err := e.g.config()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.c = c
+	return c, nil
+}
+
+func (e *env) close() {
+	if e.c != nil {
+		e.c.Close()
+	}
+}
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	g := defaultGlobals()
+	fs := flag.NewFlagSet("latch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	g.register(fs)
+	fs.Usage = func() { mainUsage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 1
+	}
+	if fs.NArg() == 0 {
+		mainUsage(stderr, fs)
+		return 1
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" {
+		return help(rest, &g, stdout, stderr)
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "latch: unknown command %q (see latch help)\n", name)
+		return 1
+	}
+	cfs := newFlagSet(name, &g, stderr)
+	runCmd := cmd.setup(cfs)
+	cfs.Usage = func() { commandUsage(stderr, cmd, cfs) }
+	pos, err := parseInterleaved(cfs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 1 // the flag package printed the error and the usage
+	}
+	if err := g.validate(); err != nil {
+		return fail(stderr, err)
+	}
+	if len(pos) < cmd.minArgs || (cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs) {
+		fmt.Fprintf(stderr, "latch: usage: latch %s %s\n", cmd.name, cmd.usage)
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{g: &g, stdout: stdout, stderr: stderr}
+	err = runCmd(ctx, e, pos)
+	e.close()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return 0
+}
+
+// fail prints err as the one line `latch: <what>` and returns status 1.
+func fail(w io.Writer, err error) int {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	if !strings.HasPrefix(msg, "latch: ") {
+		msg = "latch: " + msg
+	}
+	fmt.Fprintln(w, msg)
+	return 1
+}
+
+func mainUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: latch [global flags] COMMAND [flags] [args]\n\nCommands:\n")
+	for _, c := range sortedCommands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "  %-9s %s\n", "help", "show a command's usage and flags")
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) { printFlag(&b, f) })
+	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n%s", b.String())
+	fmt.Fprintf(w, "\nExit status: 0 on success, 1 on any error.\n")
+}
+
+func help(args []string, g *globals, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fs := flag.NewFlagSet("latch", flag.ContinueOnError)
+		g.register(fs)
+		mainUsage(stdout, fs)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "latch: unknown command %q (see latch help)\n", args[0])
+		return 1
+	}
+	fs := newFlagSet(cmd.name, g, stdout)
+	cmd.setup(fs)
+	commandUsage(stdout, cmd, fs)
+	return 0
+}
+
+// withTimeout bounds ctx by --timeout.
+func (e *env) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.g.timeout)
+}
