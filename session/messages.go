@@ -32,6 +32,12 @@ const (
 	MsgCloseSession
 	// MsgKeepAlive renews Session's lease. Served by the leader from memory;
 	// never touches the raft log. Response: TTLMillis.
+	// With Sessions (only sent to a server whose Hello answer has
+	// FeatureKeepAliveBatch) it renews Session and every one of Sessions,
+	// each attached to this connection, in one message; Response:
+	// KeepAlives, one result per session (Session first, then Sessions in
+	// order). The response's own Code is for the request as a whole
+	// (ErrNotLeader); a session's failure is only in its result.
 	MsgKeepAlive
 
 	// MsgCreate creates Path. Request: Path, Data, Flags (Session owns
@@ -226,7 +232,34 @@ type Request struct {
 	LockDelayMillis int64      `codec:"ld,omitempty"` // Lock
 	Node            string     `codec:"n,omitempty"`  // LockRelease, LockRenew
 	Sequencer       *Sequencer `codec:"sq,omitempty"` // CheckSequencer
+
+	// Sessions (KeepAlive) are more sessions to renew with Session; see
+	// MsgKeepAlive.
+	Sessions []uint64 `codec:"ss,omitempty"`
 }
+
+// Feature is a bitmask of optional protocol features a server announces
+// in its Hello answer, so a client uses them only where they are served.
+type Feature uint64
+
+// Features. Append new ones; never renumber.
+const (
+	// FeatureKeepAliveBatch: one KeepAlive may renew many sessions
+	// (Request.Sessions, Response.KeepAlives).
+	FeatureKeepAliveBatch Feature = 1 << iota
+)
+
+// KeepAliveResult is one session's outcome in a batched KeepAlive.
+type KeepAliveResult struct {
+	Session   uint64 `codec:"s"`
+	Code      Code   `codec:"c,omitempty"`   // CodeSessionExpired, CodeUnknownSession, ...
+	Message   string `codec:"m,omitempty"`   // the error's message when Code != 0
+	TTLMillis int64  `codec:"ttl,omitempty"` // the renewed lease when Code is CodeOK
+}
+
+// Err returns nil when the session was renewed, else its error (see
+// Code.Err).
+func (r *KeepAliveResult) Err() error { return r.Code.Err(r.Message) }
 
 // Op is one operation of a Multi. Type is namespace.OpCreate, OpSet,
 // OpDelete or OpCheck; anything else is rejected.
@@ -313,8 +346,9 @@ type Response struct {
 	Message string `codec:"m,omitempty"`
 	Leader  string `codec:"l,omitempty"`
 
-	ProtocolVersion uint32 `codec:"pv,omitempty"` // Hello
-	ServerID        string `codec:"sid,omitempty"`
+	ProtocolVersion uint32  `codec:"pv,omitempty"` // Hello
+	ServerID        string  `codec:"sid,omitempty"`
+	Features        Feature `codec:"ft,omitempty"` // Hello
 
 	Session   uint64 `codec:"s,omitempty"`
 	Secret    []byte `codec:"sec,omitempty"`
@@ -341,6 +375,8 @@ type Response struct {
 	Sessions []SessionInfo `codec:"ss,omitempty"`
 	Members  []MemberInfo  `codec:"mb,omitempty"`
 	Status   *StatusInfo   `codec:"sts,omitempty"`
+
+	KeepAlives []KeepAliveResult `codec:"ka,omitempty"` // batched KeepAlive
 }
 
 // Err returns nil when r succeeded, else an error that errors.Is the
