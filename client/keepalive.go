@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,6 +18,9 @@ const (
 	// with many sessions floods a struggling leader.
 	minKeepaliveRetry = 10 * time.Millisecond
 	maxKeepaliveRetry = time.Second
+	// maxKeepaliveBatch bounds the sessions of one batched KeepAlive,
+	// keeping both frames far below the frame limit.
+	maxKeepaliveBatch = 1024
 )
 
 // wakeKeepalive makes the keepalive loop look at the sessions now.
@@ -120,54 +124,113 @@ func (s *Session) dueNow(now time.Time) {
 	s.mu.Unlock()
 }
 
-// renew sends one keepalive per session in due over l, in parallel.
+// renew renews the sessions in due over l: in batches when the member
+// takes many sessions per KeepAlive, else one keepalive per session, in
+// parallel.
 func (c *Client) renew(l *link, due []*Session) {
 	defer c.wakeKeepalive()
 	sem := make(chan struct{}, keepaliveParallel)
 	var wg sync.WaitGroup
-	for _, s := range due {
+	batch := 1
+	if l.features&session.FeatureKeepAliveBatch != 0 {
+		batch = maxKeepaliveBatch
+	}
+	for len(due) > 0 {
+		n := min(batch, len(due))
+		part := due[:n]
+		due = due[n:]
 		select {
 		case sem <- struct{}{}:
 		case <-c.ctx.Done():
-			s.renewed(time.Now())
+			for _, s := range part {
+				s.renewed(time.Now())
+			}
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			c.renewOne(l, s)
+			c.renewBatch(l, part)
 		})
 	}
 	wg.Wait()
 }
 
-// renewOne sends s's keepalive. The answer's wait is bounded by TTL/3:
-// past it the next keepalive would be due anyway.
-func (c *Client) renewOne(l *link, s *Session) {
-	ctx, cancel := context.WithTimeout(c.ctx, s.ttl/3)
+// renewBatch sends one KeepAlive for the sessions of batch (one session
+// when the member does not take batches). The answer's wait is bounded by
+// the shortest TTL/3: past it the next keepalive would be due anyway.
+func (c *Client) renewBatch(l *link, batch []*Session) {
+	shortest := batch[0].ttl
+	for _, s := range batch {
+		shortest = min(shortest, s.ttl)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, shortest/3)
 	defer cancel()
-	retry := time.Now().Add(min(max(s.ttl/10, minKeepaliveRetry), maxKeepaliveRetry))
-	if err := c.resume(ctx, l, s); err != nil {
-		if leader := leaderOf(err); leader != "" {
-			c.drop(l, leader, err)
+	ready := make([]*Session, 0, len(batch))
+	for _, s := range batch {
+		if err := c.resume(ctx, l, s); err != nil {
+			c.renewFailed(l, s, err)
+			continue
 		}
-		s.renewed(retry)
+		ready = append(ready, s)
+	}
+	if len(ready) == 0 {
 		return
 	}
+	req := &session.Request{Type: session.MsgKeepAlive, Session: ready[0].id}
+	if len(ready) > 1 {
+		req.Sessions = make([]uint64, len(ready)-1)
+		for i, s := range ready[1:] {
+			req.Sessions[i] = s.id
+		}
+	}
 	sent := time.Now()
-	s.tr.Sent(sent)
-	resp, err := session.RoundTrip(ctx, l.conn, &session.Request{Type: session.MsgKeepAlive, Session: s.id})
+	for _, s := range ready {
+		s.tr.Sent(sent)
+	}
+	resp, err := session.RoundTrip(ctx, l.conn, req)
 	if err == nil {
 		err = resp.Err()
 	}
-	switch {
-	case err == nil:
-		ttl := time.Duration(resp.TTLMillis) * time.Millisecond
-		if ttl <= 0 {
-			ttl = s.ttl
+	if err != nil {
+		for _, s := range ready {
+			c.renewFailed(l, s, err)
 		}
-		s.tr.Acked(sent, ttl)
-		s.renewed(sent.Add(s.ttl / 3))
 		return
+	}
+	if len(ready) == 1 && len(resp.KeepAlives) == 0 {
+		ready[0].renewedAt(sent, resp.TTLMillis)
+		return
+	}
+	results := make(map[uint64]*session.KeepAliveResult, len(resp.KeepAlives))
+	for i := range resp.KeepAlives {
+		results[resp.KeepAlives[i].Session] = &resp.KeepAlives[i]
+	}
+	for _, s := range ready {
+		r, ok := results[s.id]
+		switch {
+		case !ok:
+			c.renewFailed(l, s, fmt.Errorf("%w: keepalive answer lacks session %d", ErrMalformed, s.id))
+		case r.Code != session.CodeOK:
+			c.renewFailed(l, s, r.Err())
+		default:
+			s.renewedAt(sent, r.TTLMillis)
+		}
+	}
+}
+
+// renewedAt records the ack of a keepalive sent at sent.
+func (s *Session) renewedAt(sent time.Time, ttlMillis int64) {
+	ttl := time.Duration(ttlMillis) * time.Millisecond
+	if ttl <= 0 {
+		ttl = s.ttl
+	}
+	s.tr.Acked(sent, ttl)
+	s.renewed(sent.Add(s.ttl / 3))
+}
+
+// renewFailed handles a keepalive of s over l that failed with err.
+func (c *Client) renewFailed(l *link, s *Session, err error) {
+	switch {
 	case errors.Is(err, ErrUnknownSession):
 		// Not attached on this connection (the member restarted, or a
 		// reconnect raced): resume, which tells whether it still exists.
@@ -176,11 +239,9 @@ func (c *Client) renewOne(l *link, s *Session) {
 		return
 	case sessionGone(err):
 		s.expire(err)
-		s.renewed(retry)
-		return
 	case leaderOf(err) != "":
 		c.drop(l, leaderOf(err), err)
 	}
 	c.log.Debug("latch: keepalive failed", "session", s.id, "err", err)
-	s.renewed(retry)
+	s.renewed(time.Now().Add(min(max(s.ttl/10, minKeepaliveRetry), maxKeepaliveRetry)))
 }

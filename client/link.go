@@ -17,10 +17,11 @@ import (
 // connection is a new link with a new generation, and a session remembers
 // the generation it was last attached to.
 type link struct {
-	conn   *session.Conn
-	addr   string
-	gen    uint64
-	server string // the member's id, from Hello
+	conn     *session.Conn
+	addr     string
+	gen      uint64
+	server   string          // the member's id, from Hello
+	features session.Feature // optional protocol features, from Hello
 }
 
 var linkGen atomic.Uint64
@@ -162,7 +163,7 @@ func (c *Client) establish(addr string) (*link, string, error) {
 		conn.CloseWithError(session.ConnClosed, "")
 		return nil, "", err
 	}
-	l := &link{conn: conn, addr: addr, gen: linkGen.Add(1), server: hello.ServerID}
+	l := &link{conn: conn, addr: addr, gen: linkGen.Add(1), server: hello.ServerID, features: hello.Features}
 	if err := c.resumeAll(ctx, l); err != nil {
 		conn.CloseWithError(session.ConnClosed, "")
 		return nil, leaderOf(err), err
