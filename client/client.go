@@ -67,7 +67,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	s, err := c.NewSession(ctx, cfg.SessionTTL)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("latch: dial: %w", err)
+		return nil, err
 	}
 	c.mu.Lock()
 	c.def = s

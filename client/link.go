@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -348,7 +349,7 @@ func (c *Client) waitErr(ctx context.Context) error {
 	last := c.lastErr
 	c.mu.Unlock()
 	if last == nil {
-		return ctx.Err()
+		return fmt.Errorf("%w: %w (trying %s)", ErrNoEndpoint, ctx.Err(), strings.Join(c.cfg.Endpoints, ","))
 	}
 	return fmt.Errorf("%w: %w (last error: %v)", ErrNoEndpoint, ctx.Err(), last)
 }
