@@ -1,0 +1,228 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// Default listen addresses (DESIGN.md, Operations).
+const (
+	DefaultClientAddr = "127.0.0.1:7420" // QUIC, UDP
+	DefaultRaftAddr   = "127.0.0.1:7421" // raft, TCP
+	DefaultHTTPAddr   = "127.0.0.1:7422" // admin HTTP, TCP
+	// DevID is the member id --dev uses when none is given.
+	DevID = "dev"
+)
+
+// Peer names one member of the initial cluster.
+type Peer struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+}
+
+// Config configures one cluster member. Start from DefaultConfig.
+type Config struct {
+	// ID names this member in the cluster; unique and stable across restarts.
+	ID string
+	// DataDir holds raft/, fsm/ and snapshots/.
+	DataDir string
+	// RaftAddr is the TCP address raft binds. Port 0 picks a free port.
+	RaftAddr string
+	// RaftAdvertise is the raft address other members dial; "" means the
+	// address the listener bound (which must then not be unspecified).
+	RaftAdvertise string
+	// ClientAddr is the client (QUIC, UDP) address this member publishes to
+	// clients and other members for redirects.
+	ClientAddr string
+	// HTTPAddr is the admin HTTP address. Port 0 picks a free port.
+	HTTPAddr string
+	// HTTPAdvertise is the admin address other members use to reach this
+	// one (joins, redirects); "" means the bound address.
+	HTTPAdvertise string
+
+	// Bootstrap is the initial member list. Every member started with the
+	// same list bootstraps the same cluster; it must include this member.
+	// Ignored when the data dir already holds raft state.
+	Bootstrap []Peer
+	// Join is the admin HTTP address (host:port or http://host:port) of any
+	// member of an existing cluster; this member asks to be added.
+	Join string
+	// Dev bootstraps a single-member cluster of this member alone.
+	Dev bool
+
+	// Limits bound commands; all members must agree.
+	Limits namespace.Limits
+
+	// Raft timing. See hashicorp/raft's Config for meaning.
+	HeartbeatTimeout   time.Duration // default 1s
+	ElectionTimeout    time.Duration // default 1s
+	LeaderLeaseTimeout time.Duration // default 500ms; at most HeartbeatTimeout
+	// CommitTimeout bounds how long a follower may wait to learn of a commit
+	// when no new entries flow. Default 20ms.
+	CommitTimeout time.Duration
+	// MaxAppendEntries is the most entries per replication batch and per FSM
+	// apply batch. Default 256.
+	MaxAppendEntries int
+
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	// Default 8192.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks SnapshotThreshold. Default 2m.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries stay after a snapshot, so slightly
+	// lagging followers catch up from the log. Default 10240.
+	TrailingLogs uint64
+	// SnapshotRetain is how many snapshots stay on disk. Default 2.
+	SnapshotRetain int
+
+	// ApplyTimeout bounds how long Propose waits for raft to accept an entry
+	// when ctx has no earlier deadline. Default 10s.
+	ApplyTimeout time.Duration
+
+	// Clock stamps entries on the leader. Default time.Now.
+	Clock func() time.Time
+	// Observer is told about every applied batch; may be nil.
+	Observer ApplyObserver
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a configuration with every default filled in and no
+// identity: set ID, DataDir and one of Bootstrap, Join or Dev.
+func DefaultConfig() Config {
+	return Config{
+		RaftAddr:           DefaultRaftAddr,
+		ClientAddr:         DefaultClientAddr,
+		HTTPAddr:           DefaultHTTPAddr,
+		Limits:             namespace.DefaultLimits(),
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      20 * time.Millisecond,
+		MaxAppendEntries:   256,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+		SnapshotRetain:     2,
+		ApplyTimeout:       10 * time.Second,
+		Clock:              time.Now,
+	}
+}
+
+// Validate returns an error naming the first bad field, wrapping ErrBadConfig.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
+	}
+	if c.ID == "" {
+		return bad("ID", "required")
+	}
+	if strings.ContainsAny(c.ID, " \t\r\n,=") {
+		return bad("ID", "%q must not contain spaces, ',' or '='", c.ID)
+	}
+	if c.DataDir == "" {
+		return bad("DataDir", "required")
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"RaftAddr", c.RaftAddr}, {"HTTPAddr", c.HTTPAddr}, {"ClientAddr", c.ClientAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return bad(a.field, "%q is not host:port: %v", a.addr, err)
+		}
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"RaftAdvertise", c.RaftAdvertise}, {"HTTPAdvertise", c.HTTPAdvertise},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		if err := checkDialable(a.addr); err != nil {
+			return bad(a.field, "%v", err)
+		}
+	}
+	modes := 0
+	if len(c.Bootstrap) > 0 {
+		modes++
+	}
+	if c.Join != "" {
+		modes++
+	}
+	if c.Dev {
+		modes++
+	}
+	if modes > 1 {
+		return bad("Bootstrap", "Bootstrap, Join and Dev are mutually exclusive")
+	}
+	seen := map[string]bool{}
+	self := false
+	for i, p := range c.Bootstrap {
+		if p.ID == "" {
+			return bad("Bootstrap", "peer %d has no id", i)
+		}
+		if seen[p.ID] {
+			return bad("Bootstrap", "peer id %q listed twice", p.ID)
+		}
+		seen[p.ID] = true
+		if err := checkDialable(p.RaftAddr); err != nil {
+			return bad("Bootstrap", "peer %q: %v", p.ID, err)
+		}
+		self = self || p.ID == c.ID
+	}
+	if len(c.Bootstrap) > 0 && !self {
+		return bad("Bootstrap", "does not list this member %q", c.ID)
+	}
+	if c.Join != "" {
+		if _, err := joinURL(c.Join); err != nil {
+			return bad("Join", "%v", err)
+		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return bad("Limits", "%v", err)
+	}
+	switch {
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout", "%v is below 5ms", c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout", "%v is below HeartbeatTimeout %v", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout", "%v must be between 5ms and HeartbeatTimeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.CommitTimeout <= 0:
+		return bad("CommitTimeout", "%v must be positive", c.CommitTimeout)
+	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
+		return bad("MaxAppendEntries", "%d must be in 1..1024", c.MaxAppendEntries)
+	case c.SnapshotThreshold < 1:
+		return bad("SnapshotThreshold", "must be positive")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval", "%v is below 5ms", c.SnapshotInterval)
+	case c.TrailingLogs < 1:
+		return bad("TrailingLogs", "must be positive")
+	case c.SnapshotRetain < 1:
+		return bad("SnapshotRetain", "must be at least 1")
+	case c.ApplyTimeout <= 0:
+		return bad("ApplyTimeout", "%v must be positive", c.ApplyTimeout)
+	case c.Clock == nil:
+		return bad("Clock", "required (use time.Now)")
+	}
+	return nil
+}
+
+// checkDialable rejects addresses another member could not dial: no port,
+// port 0 or an unspecified host.
+func checkDialable(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if port == "0" || port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%q is not an address others can dial", addr)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+// Package server runs one latch cluster member: hashicorp/raft over
+// badger-backed log and stable stores (package raftstore), a thin raft FSM
+// over the namespace state machine, membership, snapshots and the admin HTTP
+// endpoint. Client-facing layers (the QUIC listener, dispatch, watches,
+// leases) are built on the methods below.
+//
+// # Use
+//
+//	cfg := server.DefaultConfig()
+//	cfg.ID, cfg.DataDir = "n1", "/var/lib/latch"
+//	cfg.Bootstrap = []server.Peer{{ID: "n1", RaftAddr: "10.0.0.1:7421"}, ...}
+//	s, err := server.New(cfg) // opens stores, binds raft and HTTP listeners
+//	s.SetObserver(hub)        // optional, before Start
+//	err = s.Start()           // raft, bootstrap, membership loop, HTTP
+//	res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpCreate, Path: "/a"})
+//	err = s.LinearizableRead(ctx); data, stat, err := s.Store().Get("/a")
+//	s.Close()
+//
+// # Data directory
+//
+//	<DataDir>/raft       raft log and stable store (badger, fsync on commit)
+//	<DataDir>/fsm        the namespace (badger)
+//	<DataDir>/snapshots  raft snapshots (FileSnapshotStore, two kept)
+//
+// # Decisions
+//
+//   - Durable FSM: raft runs with NoSnapshotRestoreOnStart. On restart the
+//     namespace resumes from its own applied index and raft replays from
+//     the last snapshot's index; the namespace skips entries it already
+//     applied, so nothing is applied twice. A snapshot syncs the namespace
+//     first, so its durable state is never behind the newest snapshot.
+//   - Leader readiness: after winning an election the leader commits a
+//     barrier before IsLeader reports true, SubscribeLeadership delivers
+//     true, or linearizable reads are served. A term change without an
+//     observed step-down is delivered as false then true.
+//   - Linearizable reads use the read-index method: note the commit index,
+//     confirm leadership with a quorum (one VerifyLeader round in flight;
+//     callers arriving meanwhile share the next round), then wait until the
+//     FSM applied the last command at or below that index. Raft never hands
+//     no-op and barrier entries to the FSM, hence "last command".
+//   - Propose is leader only; a follower answers *NotLeaderError naming the
+//     leader's id, client and admin addresses from the member metadata that
+//     the namespace replicates. ErrUnknownOutcome means the entry may still
+//     commit (leadership lost or ctx ended after raft took it).
+//   - Membership metadata: the ready leader records its own addresses
+//     (OpSetMember). Every other member in the configuration posts its
+//     addresses to the leader's POST /v1/join with update_only, which only
+//     ever refreshes metadata: a member an operator removed never re-adds
+//     itself. Only a member started with Join and no prior raft state asks
+//     to be added as a voter. Followers answer /v1/join and /v1/remove with
+//     a 307 to the leader's admin address (JSON body names it too).
+//   - RemoveMember changes the raft configuration before forgetting the
+//     metadata, except when the leader removes itself (it steps down once
+//     the change commits, so it forgets its metadata first).
+//   - Metrics go to prometheus' default registry (with the Go and process
+//     collectors); raft's go-metrics reach it through one process-wide sink
+//     registered once. Member series carry a "member" label.
+//   - Raft's hclog output is routed into the configured slog.Logger.
+//
+// # Admin HTTP
+//
+//	GET  /healthz      200 while the process runs and raft is not shut down
+//	GET  /readyz       200 when a leader is known and this member applied all it knows committed
+//	GET  /metrics      Prometheus text
+//	GET  /v1/status    Status as JSON
+//	POST /v1/join      {"id","raft_addr","client_addr","http_addr","update_only"}
+//	POST /v1/remove    {"id"}
+//	POST /v1/snapshot  take a snapshot now; {"ok":true,"index":N}
+package server

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the server. Match them with errors.Is.
+var (
+	ErrBadConfig = errors.New("latch: bad server config")
+	ErrNotLeader = errors.New("latch: not the leader")
+	ErrClosed    = errors.New("latch: server closed")
+	// ErrNotStarted is returned by calls that need raft before Start.
+	ErrNotStarted = errors.New("latch: server not started")
+	// ErrBadResponse means the state machine answered something other than
+	// a *namespace.Result: a bug, reported rather than panicking.
+	ErrBadResponse = errors.New("latch: unexpected apply response")
+	// ErrUnknownOutcome is returned by Propose when leadership was lost or
+	// ctx ended after the entry was handed to raft: it may still commit.
+	ErrUnknownOutcome = errors.New("latch: proposal outcome unknown")
+	ErrJoin           = errors.New("latch: join failed")
+	ErrBadRequest     = errors.New("latch: bad request")
+)
+
+// NotLeaderError says this member is not the leader and names the leader
+// when one is known, so a caller can redirect. It matches ErrNotLeader.
+type NotLeaderError struct {
+	LeaderID         string // "" when no leader is known
+	LeaderClientAddr string // "" when unknown
+	LeaderHTTPAddr   string // "" when unknown
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return ErrNotLeader.Error() + " (no leader known)"
+	}
+	return fmt.Sprintf("%s (leader %s at %q)", ErrNotLeader.Error(), e.LeaderID, e.LeaderClientAddr)
+}
+
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }

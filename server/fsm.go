@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// ApplyObserver is told about every batch the state machine applied, in log
+// order, on the FSM goroutine: it must not block (hand work to its own
+// goroutine). Entries skipped because they were applied before a restart are
+// not reported. The results must not be modified.
+type ApplyObserver interface {
+	Applied(results []*namespace.Result)
+}
+
+// fsm adapts namespace.Store to raft. It is deliberately thin: decoding and
+// bookkeeping only, all semantics live in namespace.
+type fsm struct {
+	store    *namespace.Store
+	observer ApplyObserver
+
+	// applied is the highest log index whose effects are visible in store:
+	// commands and configuration entries delivered to ApplyBatch, or the
+	// index a snapshot restored. It only advances; waiters use changed.
+	mu       sync.Mutex
+	applied  uint64
+	changed  chan struct{} // closed and replaced whenever applied advances
+	restores atomic.Uint64 // snapshot installs, for Status and tests
+}
+
+var (
+	_ raft.FSM         = (*fsm)(nil)
+	_ raft.BatchingFSM = (*fsm)(nil)
+)
+
+func newFSM(store *namespace.Store, obs ApplyObserver) *fsm {
+	return &fsm{store: store, observer: obs, applied: store.AppliedIndex(), changed: make(chan struct{})}
+}
+
+// Apply applies one log; raft calls ApplyBatch instead, this is for the
+// interface.
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies the command logs of a batch in one namespace batch and
+// returns one *namespace.Result per command log (nil for other types).
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	entries := make([]namespace.BatchEntry, 0, len(logs))
+	slots := make([]int, 0, len(logs))
+	var decodeErrs map[int]error
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		e, err := namespace.DecodeEntry(l.Data)
+		if err != nil {
+			// Record the index with a no-op so the namespace still advances
+			// past it, and report the decode error as this entry's result.
+			if decodeErrs == nil {
+				decodeErrs = map[int]error{}
+			}
+			decodeErrs[len(entries)] = err
+			e = &namespace.Entry{Cmd: namespace.Command{Op: namespace.OpNoop}}
+		}
+		entries = append(entries, namespace.BatchEntry{Index: l.Index, Time: e.Time, Cmd: &e.Cmd})
+		slots = append(slots, i)
+	}
+	var results []*namespace.Result
+	if len(entries) > 0 {
+		results = f.store.ApplyBatch(entries)
+		if len(results) != len(entries) {
+			// A namespace bug; raft would panic on a short response slice.
+			err := fmt.Errorf("%w: namespace returned %d results for %d entries", ErrBadResponse, len(results), len(entries))
+			for j, slot := range slots {
+				out[slot] = &namespace.Result{Index: entries[j].Index, Err: err}
+			}
+			results = nil
+		}
+	}
+	fresh := results[:0:0]
+	for j, r := range results {
+		if err, ok := decodeErrs[j]; ok {
+			r = &namespace.Result{Index: entries[j].Index, Err: err}
+		}
+		out[slots[j]] = r
+		if r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(logs) > 0 {
+		f.advance(logs[len(logs)-1].Index)
+	}
+	if f.observer != nil && len(fresh) > 0 {
+		f.observer.Applied(fresh)
+	}
+	return out
+}
+
+func (f *fsm) advance(index uint64) {
+	f.mu.Lock()
+	if index > f.applied {
+		f.applied = index
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+	f.mu.Unlock()
+}
+
+// appliedIndex returns the applied index and a channel closed when it next
+// advances.
+func (f *fsm) appliedIndex() (uint64, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied, f.changed
+}
+
+// waitApplied blocks until the applied index reaches index.
+func (f *fsm) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		applied, changed := f.appliedIndex()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Snapshot captures the namespace at one read timestamp after syncing it,
+// so the durable state is never behind the snapshot raft records.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.store.Sync(); err != nil {
+		return nil, fmt.Errorf("latch: sync before snapshot: %w", err)
+	}
+	snap, err := f.store.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{snap: snap}, nil
+}
+
+// Restore replaces the namespace with a snapshot sent by the leader (or a
+// user restore).
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	if err := f.store.Restore(rc); err != nil {
+		return err
+	}
+	f.restores.Add(1)
+	// The restored index may be below what was applied before (a user
+	// restore of an old snapshot); reset rather than advance.
+	f.mu.Lock()
+	f.applied = f.store.AppliedIndex()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct{ snap *namespace.Snapshot }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.snap.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("latch: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.snap.Release() }

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// apiReply is the JSON body of every admin API answer that is not data.
+type apiReply struct {
+	OK       bool   `json:"ok,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Code     string `json:"code,omitempty"` // machine-readable: not_leader, no_leader, no_member, bad_request
+	LeaderID string `json:"leader_id,omitempty"`
+	// LeaderHTTP is the leader's admin address; a redirect also names it
+	// in Location.
+	LeaderHTTP string `json:"leader_http,omitempty"`
+	Index      uint64 `json:"index,omitempty"`
+}
+
+const maxAdminBody = 64 << 10
+
+// httpHandler serves the admin API: health, metrics, status and membership.
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("POST /v1/join", s.handleJoin)
+	mux.HandleFunc("POST /v1/remove", s.handleRemove)
+	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
+	return mux
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	if s.running() != nil || s.raft.State() == raft.Shutdown {
+		http.Error(w, "shut down", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// ready is nil when this member knows a leader and has applied everything
+// it knows to be committed.
+func (s *Server) ready() error {
+	if err := s.running(); err != nil {
+		return err
+	}
+	if _, lid := s.raft.LeaderWithID(); lid == "" {
+		return errors.New("no leader known")
+	}
+	if s.raft.State() == raft.Leader && !s.IsLeader() {
+		return errors.New("leader has not committed its term barrier yet")
+	}
+	if !s.caughtUp() {
+		return fmt.Errorf("catching up: applied %d, commit %d", s.fsmApplied(), s.raft.CommitIndex())
+	}
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Status()
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req joinRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if s.redirectToLeader(w, r) {
+		return
+	}
+	if err := s.addMember(r.Context(), req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiReply{OK: true})
+}
+
+func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
+	var req removeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if s.redirectToLeader(w, r) {
+		return
+	}
+	if err := s.RemoveMember(r.Context(), req.ID); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiReply{OK: true})
+}
+
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	if err := s.Snapshot(ctx); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	st, _ := s.Status()
+	writeJSON(w, http.StatusOK, apiReply{OK: true, Index: st.SnapshotIndex})
+}
+
+// redirectToLeader answers a leader-only request on a follower with a 307
+// to the leader's admin address (clients re-send the body), or 503 when no
+// leader is known. It reports whether it answered.
+func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
+	if s.running() != nil || s.raft.State() == raft.Leader {
+		return false
+	}
+	var nl *NotLeaderError
+	errors.As(s.notLeader(), &nl)
+	if nl.LeaderHTTPAddr == "" {
+		writeJSON(w, http.StatusServiceUnavailable, apiReply{
+			Error: "no leader with a known admin address", Code: "no_leader", LeaderID: nl.LeaderID,
+		})
+		return true
+	}
+	w.Header().Set("Location", "http://"+nl.LeaderHTTPAddr+r.URL.RequestURI())
+	writeJSON(w, http.StatusTemporaryRedirect, apiReply{
+		Error: "not the leader", Code: "not_leader", LeaderID: nl.LeaderID, LeaderHTTP: nl.LeaderHTTPAddr,
+	})
+	return true
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiReply{Error: "bad request body: " + err.Error(), Code: "bad_request"})
+		return false
+	}
+	return true
+}
+
+// writeError maps an error to a status code and JSON body.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	reply := apiReply{Error: err.Error()}
+	code := http.StatusInternalServerError
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		code, reply.Code, reply.LeaderID, reply.LeaderHTTP = http.StatusServiceUnavailable, "not_leader", nl.LeaderID, nl.LeaderHTTPAddr
+	case errors.Is(err, ErrBadRequest), errors.Is(err, namespace.ErrBadCommand):
+		code, reply.Code = http.StatusBadRequest, "bad_request"
+	case errors.Is(err, namespace.ErrNoMember):
+		code, reply.Code = http.StatusNotFound, "no_member"
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrNotStarted), errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, reply)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

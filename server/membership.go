@@ -1,0 +1,441 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// MemberStatus is one member as raft's configuration and the replicated
+// metadata know it.
+type MemberStatus struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	ClientAddr string `json:"client_addr,omitempty"`
+	HTTPAddr   string `json:"http_addr,omitempty"`
+	// Suffrage is "voter", "nonvoter", "staging", or "" for metadata of a
+	// member no longer in the raft configuration.
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// joinRequest is the body of POST /v1/join.
+type joinRequest struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	ClientAddr string `json:"client_addr"`
+	HTTPAddr   string `json:"http_addr"`
+	// UpdateOnly refreshes the metadata of a current member and never adds
+	// one: a member removed by an operator must not re-add itself.
+	UpdateOnly bool `json:"update_only,omitempty"`
+}
+
+// removeRequest is the body of POST /v1/remove.
+type removeRequest struct {
+	ID string `json:"id"`
+}
+
+// memberState is the membership loop's view.
+type memberState struct {
+	wakeC chan struct{}
+
+	mu       sync.Mutex
+	leader   string // leader id the loop last acted on
+	inConfig bool   // this member has appeared in a raft configuration
+}
+
+func (m *memberState) init() { m.wakeC = make(chan struct{}, 1) }
+
+// wake asks the loop to re-check now.
+func (m *memberState) wake() {
+	select {
+	case m.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+func (m *memberState) lastLeader() raft.ServerID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return raft.ServerID(m.leader)
+}
+
+// self is this member's metadata record.
+func (s *Server) self() namespace.Member {
+	return namespace.Member{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr}
+}
+
+// memberInfo returns the recorded metadata of id (this member's own
+// addresses are always known).
+func (s *Server) memberInfo(id string) namespace.Member {
+	if id == s.cfg.ID {
+		return s.self()
+	}
+	ms, err := s.store.Members()
+	if err != nil {
+		return namespace.Member{ID: id}
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m
+		}
+	}
+	return namespace.Member{ID: id}
+}
+
+func (s *Server) recorded(id string) (namespace.Member, bool) {
+	ms, err := s.store.Members()
+	if err != nil {
+		return namespace.Member{}, false
+	}
+	for _, m := range ms {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return namespace.Member{}, false
+}
+
+// Members lists the raft configuration joined with the recorded metadata.
+func (s *Server) Members() ([]MemberStatus, error) {
+	if err := s.running(); err != nil {
+		return nil, err
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("latch: raft configuration: %w", err)
+	}
+	meta, err := s.store.Members()
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]namespace.Member{}
+	for _, m := range meta {
+		byID[m.ID] = m
+	}
+	_, lid := s.raft.LeaderWithID()
+	var out []MemberStatus
+	for _, srv := range f.Configuration().Servers {
+		id := string(srv.ID)
+		m := byID[id]
+		if id == s.cfg.ID {
+			m = s.self()
+		}
+		delete(byID, id)
+		out = append(out, MemberStatus{
+			ID: id, RaftAddr: string(srv.Address), ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr,
+			Suffrage: suffrageName(srv.Suffrage), Leader: srv.ID == lid,
+		})
+	}
+	for _, m := range meta {
+		if _, stale := byID[m.ID]; stale {
+			out = append(out, MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr})
+		}
+	}
+	return out, nil
+}
+
+func suffrageName(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	case raft.Staging:
+		return "staging"
+	}
+	return ""
+}
+
+// leaderOnly returns nil when this member is the ready leader.
+func (s *Server) leaderOnly(ctx context.Context) error {
+	if err := s.running(); err != nil {
+		return err
+	}
+	return s.waitReady(ctx)
+}
+
+// AddMember adds id as a voter at raftAddr (or moves it there) and records
+// its client and admin addresses. Leader only; idempotent.
+func (s *Server) AddMember(ctx context.Context, id, raftAddr, clientAddr, httpAddr string) error {
+	return s.addMember(ctx, joinRequest{ID: id, RaftAddr: raftAddr, ClientAddr: clientAddr, HTTPAddr: httpAddr})
+}
+
+func (s *Server) addMember(ctx context.Context, req joinRequest) error {
+	if req.ID == "" {
+		return fmt.Errorf("%w: member id required", ErrBadRequest)
+	}
+	if err := checkDialable(req.RaftAddr); err != nil {
+		return fmt.Errorf("%w: raft_addr: %v", ErrBadRequest, err)
+	}
+	if err := s.leaderOnly(ctx); err != nil {
+		return err
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("latch: raft configuration: %w", err)
+	}
+	present := false
+	for _, srv := range f.Configuration().Servers {
+		switch {
+		case string(srv.ID) == req.ID:
+			present = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage == raft.Voter
+		case srv.Address == raft.ServerAddress(req.RaftAddr):
+			// Another identity at this address is a previous incarnation.
+			if req.UpdateOnly {
+				continue
+			}
+			s.log.Info("removing member that held the joiner's address", "old", srv.ID, "new", req.ID)
+			if err := waitFuture(ctx, s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout)); err != nil {
+				return s.proposeError(err)
+			}
+		}
+	}
+	if !present {
+		if req.UpdateOnly {
+			return fmt.Errorf("%w: %s", namespace.ErrNoMember, req.ID)
+		}
+		s.log.Info("adding member", "id", req.ID, "raft_addr", req.RaftAddr)
+		if err := waitFuture(ctx, s.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, s.cfg.ApplyTimeout)); err != nil {
+			return s.proposeError(err)
+		}
+	}
+	want := namespace.Member{ID: req.ID, RaftAddr: req.RaftAddr, ClientAddr: req.ClientAddr, HTTPAddr: req.HTTPAddr}
+	return s.recordMember(ctx, want)
+}
+
+// recordMember proposes want's metadata unless it is already recorded.
+func (s *Server) recordMember(ctx context.Context, want namespace.Member) error {
+	if got, ok := s.recorded(want.ID); ok && got == want {
+		return nil
+	}
+	res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpSetMember, Member: &want})
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// RemoveMember removes id from the raft configuration and forgets its
+// metadata. Leader only. Removing the leader itself makes it step down.
+func (s *Server) RemoveMember(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: member id required", ErrBadRequest)
+	}
+	if err := s.leaderOnly(ctx); err != nil {
+		return err
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("latch: raft configuration: %w", err)
+	}
+	inConfig := false
+	for _, srv := range f.Configuration().Servers {
+		inConfig = inConfig || string(srv.ID) == id
+	}
+	_, recorded := s.recorded(id)
+	if !inConfig && !recorded {
+		return fmt.Errorf("%w: %s", namespace.ErrNoMember, id)
+	}
+	removeMeta := func() error {
+		if !recorded {
+			return nil
+		}
+		res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpRemoveMember, Member: &namespace.Member{ID: id}})
+		if err != nil {
+			return err
+		}
+		if res.Err != nil && !errors.Is(res.Err, namespace.ErrNoMember) {
+			return res.Err
+		}
+		return nil
+	}
+	removeServer := func() error {
+		if !inConfig {
+			return nil
+		}
+		s.log.Info("removing member", "id", id)
+		if err := waitFuture(ctx, s.raft.RemoveServer(raft.ServerID(id), 0, s.cfg.ApplyTimeout)); err != nil {
+			return s.proposeError(err)
+		}
+		return nil
+	}
+	// The configuration changes first, so a metadata refresh racing with the
+	// removal is refused (UpdateOnly needs a current member). A leader
+	// removing itself steps down when the change commits, so it forgets its
+	// metadata while it still can.
+	order := []func() error{removeServer, removeMeta}
+	if id == s.cfg.ID {
+		order = []func() error{removeMeta, removeServer}
+	}
+	for _, step := range order {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memberLoop keeps this member's metadata registered with the leader, and
+// for a --join member asks to be added. It backs off while it fails and
+// re-checks when leadership changes.
+func (s *Server) memberLoop() {
+	const minBackoff, maxBackoff, recheck = 100 * time.Millisecond, 5 * time.Second, 30 * time.Second
+	backoff := minBackoff
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		wait := recheck
+		if err := s.registerOnce(); err != nil {
+			s.log.Debug("member registration pending", "err", err)
+			wait = backoff
+			backoff = min(2*backoff, maxBackoff)
+		} else {
+			backoff = minBackoff
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.stop:
+			return
+		case <-s.member.wakeC:
+			backoff = minBackoff
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// errPending is registerOnce's "not done yet, try again".
+var errPending = errors.New("pending")
+
+// registerOnce does one step of registration and returns nil when nothing
+// is left to do.
+func (s *Server) registerOnce() error {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	r := s.raft
+	if r.State() == raft.Leader {
+		if !s.IsLeader() {
+			return errPending // the leadership loop wakes us when ready
+		}
+		return s.recordMember(ctx, s.self())
+	}
+	_, lid := r.LeaderWithID()
+	s.member.mu.Lock()
+	s.member.leader = string(lid)
+	s.member.mu.Unlock()
+
+	inConfig := false
+	if f := r.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			inConfig = inConfig || string(srv.ID) == s.cfg.ID
+		}
+	}
+	s.member.mu.Lock()
+	if inConfig {
+		s.member.inConfig = true
+	}
+	everIn := s.member.inConfig
+	s.member.mu.Unlock()
+
+	req := joinRequest{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr}
+	if !inConfig {
+		// Only a member started with --join and no prior state asks to be
+		// added; anything else outside the configuration was removed.
+		if s.cfg.Join == "" || s.hadState || everIn {
+			return nil
+		}
+		target := s.cfg.Join
+		if lid != "" {
+			if m := s.memberInfo(string(lid)); m.HTTPAddr != "" {
+				target = m.HTTPAddr
+			}
+		}
+		if err := s.postJoin(ctx, target, req); err != nil {
+			return err
+		}
+		return errPending // confirm by seeing ourselves in the configuration
+	}
+	if got, ok := s.recorded(s.cfg.ID); ok && got == s.self() {
+		return nil
+	}
+	if lid == "" {
+		return errPending
+	}
+	leaderHTTP := s.memberInfo(string(lid)).HTTPAddr
+	if leaderHTTP == "" {
+		return errPending // the leader records itself first
+	}
+	req.UpdateOnly = true
+	err := s.postJoin(ctx, leaderHTTP, req)
+	if errors.Is(err, namespace.ErrNoMember) {
+		return nil // removed meanwhile
+	}
+	return err
+}
+
+var joinClient = &http.Client{Timeout: 10 * time.Second}
+
+// postJoin sends req to the admin endpoint at addr; followers redirect it
+// to the leader and the client follows.
+func (s *Server) postJoin(ctx context.Context, addr string, req joinRequest) error {
+	u, err := joinURL(addr)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/v1/join", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrJoin, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := joinClient.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrJoin, err)
+	}
+	defer resp.Body.Close()
+	var reply apiReply
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&reply)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusNotFound && reply.Code == "no_member":
+		return fmt.Errorf("%w: %s", namespace.ErrNoMember, reply.Error)
+	}
+	return fmt.Errorf("%w: %s answered %s: %s", ErrJoin, u, resp.Status, reply.Error)
+}
+
+// joinURL turns "host:port" or "http://host:port" into a base URL.
+func joinURL(addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q: %v", addr, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q: scheme must be http or https", addr)
+	}
+	if u.Host == "" || u.Port() == "" {
+		return "", fmt.Errorf("%q: needs host:port", addr)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// notLeader builds the redirect error from raft's view of the leader and the
+// replicated member metadata.
+func (s *Server) notLeader() error {
+	e := &NotLeaderError{}
+	if s.raft != nil {
+		if _, id := s.raft.LeaderWithID(); id != "" && string(id) != s.cfg.ID {
+			m := s.memberInfo(string(id))
+			e.LeaderID, e.LeaderClientAddr, e.LeaderHTTPAddr = string(id), m.ClientAddr, m.HTTPAddr
+		}
+	}
+	return e
+}
+
+// Propose commits cmd through raft, stamped with this leader's clock, and
+// returns what applying it produced. Only the leader proposes; others return
+// a *NotLeaderError. A command the namespace rejects still commits and comes
+// back with Result.Err set; the returned error is for failures to commit.
+func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespace.Result, error) {
+	if err := s.running(); err != nil {
+		return nil, err
+	}
+	if s.raft.State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.cfg.Clock().UnixNano(), Cmd: *cmd})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	timeout := s.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	start := time.Now()
+	f := s.raft.Apply(data, timeout)
+	if err := waitFuture(ctx, f); err != nil {
+		s.metrics.proposed("error", start)
+		return nil, s.proposeError(err)
+	}
+	res, ok := f.Response().(*namespace.Result)
+	if !ok || res == nil {
+		s.metrics.proposed("error", start)
+		return nil, fmt.Errorf("%w: %T", ErrBadResponse, f.Response())
+	}
+	if res.Err != nil {
+		s.metrics.proposed("rejected", start)
+	} else {
+		s.metrics.proposed("ok", start)
+	}
+	return res, nil
+}
+
+// waitFuture waits for f, or for ctx when it can be cancelled. Raft futures
+// cannot be cancelled, so an abandoned wait leaves the entry to commit or not.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	if ctx.Done() == nil {
+		return f.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) proposeError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return s.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// ErrLeadershipTransferInProgress is returned before the entry is
+		// appended, so retrying at the new leader is safe.
+		if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return s.notLeader()
+		}
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The entry may already be in the log.
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("latch: raft busy: %w", err)
+	}
+	return err
+}

@@ -1,0 +1,316 @@
+package servertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server"
+)
+
+// Options tune a test cluster. The zero value (or nil) is a cluster with
+// short timeouts and default snapshot settings.
+type Options struct {
+	// Configure adjusts member i's config before it is created (and again
+	// before each restart).
+	Configure func(i int, cfg *server.Config)
+	// Logger receives every member's logs; nil means LATCH_TEST_LOG decides
+	// (unset: discard).
+	Logger *slog.Logger
+}
+
+// Cluster is a set of in-process members. Its methods fail the test on error.
+type Cluster struct {
+	t     testing.TB
+	opts  Options
+	mu    sync.Mutex
+	nodes []*node
+}
+
+type node struct {
+	cfg    server.Config
+	server *server.Server // nil while stopped
+}
+
+// Timing used by test clusters: short enough for quick failover, long
+// enough not to flap on two busy CPU cores.
+const (
+	HeartbeatTimeout   = 400 * time.Millisecond
+	ElectionTimeout    = 400 * time.Millisecond
+	LeaderLeaseTimeout = 200 * time.Millisecond
+	// WaitTimeout bounds every wait of this package.
+	WaitTimeout = 20 * time.Second
+)
+
+// Config returns the config a test member i of a cluster uses, before
+// Options.Configure: free ports on 127.0.0.1, data in dir.
+func Config(id, dir string, logger *slog.Logger) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.ID = id
+	cfg.DataDir = dir
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.ClientAddr = "127.0.0.1:7420" // nothing listens in these tests; used for redirects
+	cfg.HeartbeatTimeout = HeartbeatTimeout
+	cfg.ElectionTimeout = ElectionTimeout
+	cfg.LeaderLeaseTimeout = LeaderLeaseTimeout
+	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.ApplyTimeout = 5 * time.Second
+	cfg.Logger = logger
+	return cfg
+}
+
+// Logger returns the logger LATCH_TEST_LOG asks for: debug, info, warn,
+// error to stderr; anything else discards.
+func Logger() *slog.Logger {
+	var level slog.Level
+	switch strings.ToLower(os.Getenv("LATCH_TEST_LOG")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// StartCluster starts n members named n1..nn, bootstraps them together and
+// returns once every member is started (not necessarily once a leader is
+// elected: use WaitLeader).
+func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.Logger == nil {
+		c.opts.Logger = Logger()
+	}
+	// TempDir first: cleanups run last-in first-out, and the members must
+	// close before their directories are removed.
+	root := t.TempDir()
+	t.Cleanup(c.Close)
+	var peers []server.Peer
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		cfg := Config(id, filepath.Join(root, id), c.opts.Logger)
+		if c.opts.Configure != nil {
+			c.opts.Configure(i, &cfg)
+		}
+		s, err := server.New(cfg)
+		if err != nil {
+			t.Fatalf("servertest: new %s: %v", id, err)
+		}
+		// Restarts must come back on the same addresses: peers know them.
+		cfg.RaftAddr, cfg.HTTPAddr = s.RaftAddr(), s.HTTPAddr()
+		c.nodes = append(c.nodes, &node{cfg: cfg, server: s})
+		peers = append(peers, server.Peer{ID: id, RaftAddr: s.RaftAddr()})
+	}
+	for i, nd := range c.nodes {
+		if err := nd.server.Start(); err != nil {
+			t.Fatalf("servertest: start n%d: %v", i+1, err)
+		}
+	}
+	for i, nd := range c.nodes {
+		if err := nd.server.BootstrapCluster(peers); err != nil {
+			t.Fatalf("servertest: bootstrap n%d: %v", i+1, err)
+		}
+	}
+	return c
+}
+
+// N returns the number of members, running or stopped.
+func (c *Cluster) N() int { return len(c.nodes) }
+
+// Server returns member i, or nil while it is stopped.
+func (c *Cluster) Server(i int) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].server
+}
+
+// Running returns the indexes of the running members.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, nd := range c.nodes {
+		if nd.server != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Stop closes member i, keeping its data and addresses for Restart.
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	s := c.nodes[i].server
+	c.nodes[i].server = nil
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if err := s.Close(); err != nil {
+		c.t.Errorf("servertest: stop n%d: %v", i+1, err)
+	}
+}
+
+// Restart starts a stopped member i again on its data dir and addresses.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.nodes[i]
+	if nd.server != nil {
+		c.t.Fatalf("servertest: restart n%d: still running", i+1)
+	}
+	cfg := nd.cfg
+	if c.opts.Configure != nil {
+		c.opts.Configure(i, &cfg)
+		cfg.RaftAddr, cfg.HTTPAddr = nd.cfg.RaftAddr, nd.cfg.HTTPAddr
+	}
+	var s *server.Server
+	var err error
+	// The old listeners' ports are free again only once the kernel says so.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err = server.New(cfg)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // retry binding, not waiting for a condition we could observe
+	}
+	if err != nil {
+		c.t.Fatalf("servertest: restart n%d: %v", i+1, err)
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		c.t.Fatalf("servertest: restart n%d: start: %v", i+1, err)
+	}
+	nd.server = s
+}
+
+// Close stops every member. It runs in t.Cleanup.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Stop(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// Eventually polls cond until it returns nil or WaitTimeout passes, then
+// fails the test with cond's last error.
+func Eventually(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	delay := time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached after %v: %v", what, WaitTimeout, err)
+		}
+		time.Sleep(delay) // polling interval of a condition with a deadline
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// WaitLeader waits until exactly one running member is the ready leader and
+// every running member agrees on it, and returns its index.
+func (c *Cluster) WaitLeader() int {
+	c.t.Helper()
+	leader := -1
+	Eventually(c.t, "leader", func() error {
+		leader = -1
+		for _, i := range c.Running() {
+			s := c.Server(i)
+			if s != nil && s.IsLeader() {
+				if leader >= 0 {
+					return fmt.Errorf("two leaders: n%d and n%d", leader+1, i+1)
+				}
+				leader = i
+			}
+		}
+		if leader < 0 {
+			return errors.New("no ready leader")
+		}
+		want := c.nodes[leader].cfg.ID
+		for _, i := range c.Running() {
+			if s := c.Server(i); s != nil {
+				if id, _ := s.Leader(); id != want {
+					return fmt.Errorf("n%d sees leader %q, want %q", i+1, id, want)
+				}
+			}
+		}
+		return nil
+	})
+	return leader
+}
+
+// Propose proposes cmd at the current leader, following leader changes,
+// and fails the test if it does not commit. The Result may carry a
+// namespace error.
+func (c *Cluster) Propose(ctx context.Context, cmd *namespace.Command) *namespace.Result {
+	c.t.Helper()
+	var res *namespace.Result
+	Eventually(c.t, "propose "+cmd.Op.String()+" "+cmd.Path, func() error {
+		var last error = errors.New("no running member")
+		for _, i := range c.Running() {
+			s := c.Server(i)
+			if s == nil || !s.IsLeader() {
+				continue
+			}
+			r, err := s.Propose(ctx, cmd)
+			if err == nil {
+				res = r
+				return nil
+			}
+			if errors.Is(err, server.ErrUnknownOutcome) {
+				c.t.Fatalf("servertest: propose outcome unknown: %v", err)
+			}
+			last = err
+		}
+		return last
+	})
+	return res
+}
+
+// WaitApplied waits until every running member has applied index.
+func (c *Cluster) WaitApplied(index uint64) {
+	c.t.Helper()
+	Eventually(c.t, fmt.Sprintf("all members apply %d", index), func() error {
+		for _, i := range c.Running() {
+			s := c.Server(i)
+			if s == nil {
+				continue
+			}
+			if got := s.Store().AppliedIndex(); got < index {
+				return fmt.Errorf("n%d applied %d", i+1, got)
+			}
+		}
+		return nil
+	})
+}
