@@ -1,14 +1,20 @@
 package client
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// Every test closes its clients, watchers and clusters: a goroutine left
-// behind (a keepalive loop, a watch, a QUIC connection) fails the package.
+// TestMain runs the package's tests, or, when re-executed by a process
+// test, the client child (see process_test.go). Every test closes its
+// clients, watchers and clusters: a goroutine left behind (a keepalive
+// loop, a watch, a QUIC connection) fails the package.
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
 	goleak.VerifyTestMain(m,
 		// badger and raft start process-wide helpers that outlive a
 		// cluster; they are not ours to stop.

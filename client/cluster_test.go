@@ -1,0 +1,123 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/servertest"
+	"github.com/latch-io/latch/session"
+)
+
+// testCluster is a real in-process cluster (badger, raft over TCP, the QUIC
+// front on loopback) and what a client needs to reach it.
+type testCluster struct {
+	*servertest.Cluster
+	t       *testing.T
+	tls     *tls.Config
+	certDir string // the dev PKI the members' certificates come from
+}
+
+// clusterOptions tune startCluster.
+type clusterOptions struct {
+	// childrenPage is the servers' largest Children page (0: default).
+	childrenPage int
+}
+
+func startCluster(t *testing.T, n int, o clusterOptions) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	certs, err := session.EnsureDevCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, certDir: dir}
+	tc.Cluster = servertest.StartCluster(t, n, &servertest.Options{
+		Configure: func(i int, cfg *server.Config) {
+			cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
+			if o.childrenPage > 0 {
+				cfg.Limits.MaxChildrenPage = o.childrenPage
+			}
+		},
+	})
+	tc.tls, err = session.ClientTLS(certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.WaitLeader()
+	return tc
+}
+
+// endpoint returns member i's client address.
+func (tc *testCluster) endpoint(i int) string { return tc.Server(i).ClientAddr() }
+
+// endpoints returns every running member's client address.
+func (tc *testCluster) endpoints() []string {
+	var out []string
+	for _, i := range tc.Running() {
+		out = append(out, tc.endpoint(i))
+	}
+	return out
+}
+
+// dial connects a client to the given endpoints (all members when none)
+// and closes it when the test ends.
+func (tc *testCluster) dial(ttl time.Duration, endpoints ...string) *Client {
+	tc.t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = tc.endpoints()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
+	defer cancel()
+	c, err := Dial(ctx, Config{
+		Endpoints:  endpoints,
+		TLS:        tc.tls,
+		SessionTTL: ttl,
+		MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 200 * time.Millisecond,
+		Logger:     servertest.Logger(),
+	})
+	if err != nil {
+		tc.t.Fatalf("dial %v: %v", endpoints, err)
+	}
+	tc.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ctx returns a context bounded by the servertest wait timeout.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nextEvent returns the watcher's next event or fails the test.
+func nextEvent(t *testing.T, w *Watcher) Event {
+	t.Helper()
+	select {
+	case ev, ok := <-w.Events():
+		if !ok {
+			t.Fatalf("watch ended: %v", w.Err())
+		}
+		return ev
+	case <-time.After(servertest.WaitTimeout):
+		t.Fatal("no event")
+	}
+	return Event{}
+}
+
+// noEvent fails the test if the watcher has an event ready now. The
+// events it guards against would have been sent before the event the test
+// waited for last, so they would be in the channel already.
+func noEvent(t *testing.T, w *Watcher) {
+	t.Helper()
+	select {
+	case ev, ok := <-w.Events():
+		if ok {
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	default:
+	}
+}
