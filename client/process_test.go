@@ -28,7 +28,7 @@ import (
 const (
 	childEnv       = "LATCH_CLIENT_TEST_CHILD"
 	childEndpoints = "LATCH_CLIENT_TEST_ENDPOINTS"
-	childCA     = "LATCH_CLIENT_TEST_CA"
+	childCA        = "LATCH_CLIENT_TEST_CA"
 	childTTL       = "LATCH_CLIENT_TEST_TTL"
 	childPath      = "LATCH_CLIENT_TEST_PATH"
 )
