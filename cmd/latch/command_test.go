@@ -102,4 +102,3 @@ func TestUnreachableEndpointFailsWithinTimeout(t *testing.T) {
 		t.Fatalf("stderr %q: want one line starting with latch:", errOut)
 	}
 }
-
