@@ -31,6 +31,9 @@ func (s *Store) ApplyBatch(entries []BatchEntry) []*Result {
 		}
 		c.reset(e.Index, max(b.clock, e.Time))
 		c.apply(e.Cmd, r)
+		if r.Err == nil {
+			c.finishLocks(r)
+		}
 		if r.Err != nil {
 			r.Events = nil
 			b.pending = append(b.pending, r)
@@ -153,6 +156,12 @@ type cmdCtx struct {
 
 	count, bytes int64 // estimated transaction cost of the overlay
 	buf          []byte
+
+	// lockOps are the command's changes to the lock index, applied when
+	// it succeeds (or at a checkpoint); lockCause is why removeNode is
+	// removing a node, for lock requests.
+	lockOps   []lockOp
+	lockCause lockCause
 }
 
 type overlayNode struct {
@@ -172,6 +181,8 @@ func newCmdCtx(b *batch) *cmdCtx {
 func (c *cmdCtx) reset(index uint64, now int64) {
 	c.index, c.now = index, now
 	c.events = nil
+	c.lockOps = c.lockOps[:0]
+	c.lockCause = causeDelete
 	c.clearOverlay()
 }
 
@@ -314,6 +325,10 @@ func (c *cmdCtx) checkpoint() error {
 	if !b.commitAndRenew() { // the commands before this one
 		return b.err
 	}
+	// The lock changes so far go with the nodes they belong to, so a
+	// replay after a crash finds them done; pending grants are derived
+	// state and wait for the end of the command.
+	c.applyLockOps()
 	if err := c.flush(); err != nil {
 		b.fail(err)
 		return b.err
@@ -340,6 +355,7 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 	var err error
 	switch cmd.Op {
 	case OpNoop:
+		err = c.fireLockTimers()
 	case OpCreate:
 		err = c.create(cmd, r)
 	case OpSet:
@@ -360,6 +376,14 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		err = c.setMember(cmd)
 	case OpRemoveMember:
 		err = c.removeMember(cmd)
+	case OpLockRequest:
+		err = c.lockRequest(cmd, r)
+	case OpLockCancel:
+		err = c.lockCancel(cmd)
+	case OpLockRelease:
+		err = c.lockRelease(cmd)
+	case OpLockRenew:
+		err = c.lockRenew(cmd)
 	default:
 		err = fmt.Errorf("%w: unknown op %d", ErrBadCommand, cmd.Op)
 	}

@@ -9,10 +9,9 @@ import (
 // Op names a state change.
 type Op uint8
 
-// Ops. Lock ops are appended later; never renumber these, they are in raft
-// logs on disk.
+// Ops. Never renumber these, they are in raft logs on disk; append new ones.
 const (
-	OpNoop          Op = iota // tick: advances the applied index and the clock only
+	OpNoop          Op = iota // tick: fires due lock timers; else advances the applied index and the clock only
 	OpCreate                  // create Path (Flags, Data, Session for ephemerals)
 	OpSet                     // set Path's Data if Version matches
 	OpDelete                  // delete Path if Version matches and it has no children
@@ -23,6 +22,10 @@ const (
 	OpSessionExpire           // the leader expires Sessions (a batch)
 	OpSetMember               // record cluster member metadata
 	OpRemoveMember            // forget the member Member.ID
+	OpLockRequest             // Session queues a Mode lock on Path (lock.go)
+	OpLockCancel              // Session gives up its request node Path, waiting or held
+	OpLockRelease             // Session releases its held request node Path
+	OpLockRenew               // Session extends the hold TTL of its held request node Path
 )
 
 var opNames = [...]string{
@@ -37,6 +40,10 @@ var opNames = [...]string{
 	OpSessionExpire: "session-expire",
 	OpSetMember:     "set-member",
 	OpRemoveMember:  "remove-member",
+	OpLockRequest:   "lock-request",
+	OpLockCancel:    "lock-cancel",
+	OpLockRelease:   "lock-release",
+	OpLockRenew:     "lock-renew",
 }
 
 func (o Op) String() string {
@@ -78,6 +85,13 @@ type Command struct {
 	Identity  string      `codec:"id,omitempty"`  // OpSessionOpen: client TLS identity, may be ""
 	Ops       []Command   `codec:"ops,omitempty"` // OpMulti
 	Member    *Member     `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
+
+	// OpLockRequest: the mode, an optional hold TTL (0: held until
+	// released) and the lock-delay applied when the holder is lost (0: the
+	// Limits default, NoLockDelay: none).
+	Mode            LockMode `codec:"lm,omitempty"`
+	HoldTTLMillis   int64    `codec:"lh,omitempty"`
+	LockDelayMillis int64    `codec:"ld,omitempty"`
 }
 
 // Member is one cluster member's addresses, kept in the namespace so that

@@ -15,7 +15,8 @@ const dumpDataMax = 64
 
 // Dump writes a canonical, human-readable listing of the whole state: meta,
 // the tree depth first with stats and data, sessions with their ephemerals,
-// and members. Two stores with the same state write the same bytes.
+// members, and lock requests. Two stores with the same state write the same
+// bytes.
 func (s *Store) Dump(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	err := s.view(func(txn *badger.Txn) error {
@@ -51,7 +52,7 @@ func (s *Store) Dump(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return scan(txn, []byte{spaceMember}, func(k, v []byte) error {
+		err = scan(txn, []byte{spaceMember}, func(k, v []byte) error {
 			m, err := decodeMember(string(k[1:]), v)
 			if err != nil {
 				return err
@@ -59,6 +60,10 @@ func (s *Store) Dump(w io.Writer) error {
 			fmt.Fprintf(bw, "member %q raft=%q client=%q http=%q\n", m.ID, m.RaftAddr, m.ClientAddr, m.HTTPAddr)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return s.dumpLocks(bw, txn)
 	})
 	if err != nil {
 		return err

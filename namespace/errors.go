@@ -25,4 +25,8 @@ var (
 	ErrBadSnapshot     = errors.New("latch: bad snapshot")
 	ErrStorage         = errors.New("latch: storage failure")
 	ErrClosed          = errors.New("latch: namespace store closed")
+	ErrWouldDeadlock   = errors.New("latch: lock would deadlock: the session already holds or waits for a conflicting lock")
+	ErrNoLock          = errors.New("latch: no such lock request")
+	ErrNotLockOwner    = errors.New("latch: lock request belongs to another session")
+	ErrLockNotHeld     = errors.New("latch: lock not held")
 )

@@ -5,7 +5,7 @@ import "fmt"
 // EventType says what happened to a node or session.
 type EventType uint8
 
-// Event types. Lock events are appended later; never renumber these.
+// Event types. Never renumber these; append new ones.
 const (
 	EventCreated EventType = iota + 1
 	EventDeleted
@@ -14,6 +14,9 @@ const (
 	EventSessionOpened
 	EventSessionClosed
 	EventSessionExpired
+	EventLockGranted  // Path is the request node, Session its owner, Rev the fencing token
+	EventLockReleased // a held lock was released or cancelled, or its session closed
+	EventLockLost     // a held lock was taken away: session expired, hold TTL passed, node deleted
 )
 
 var eventNames = [...]string{
@@ -24,6 +27,9 @@ var eventNames = [...]string{
 	EventSessionOpened:   "session-opened",
 	EventSessionClosed:   "session-closed",
 	EventSessionExpired:  "session-expired",
+	EventLockGranted:     "lock-granted",
+	EventLockReleased:    "lock-released",
+	EventLockLost:        "lock-lost",
 }
 
 func (t EventType) String() string {

@@ -9,6 +9,7 @@ const (
 	spaceEphemeral = 'e' // 'e' id(8) path -> empty: the session's ephemerals
 	spaceMember    = 'm' // 'm' member id -> member addresses
 	spaceMeta      = 'x' // 'x' name -> meta value
+	spaceLock      = 'l' // 'l' rev(8, big endian) -> lock request record
 )
 
 var (
@@ -71,3 +72,9 @@ func memberKey(id string) []byte {
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// lockKey orders lock requests by the revision that created them, so
+// loading the space in key order rebuilds every queue in order.
+func lockKey(rev uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{spaceLock}, rev)
+}

@@ -26,7 +26,7 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 // isNamespaceError tells our own errors, returned through badger, from
 // badger's.
 func isNamespaceError(err error) bool {
-	for _, e := range []error{ErrNoNode, ErrNoSession, ErrBadPath, ErrStorage, ErrClosed} {
+	for _, e := range []error{ErrNoNode, ErrNoSession, ErrBadPath, ErrStorage, ErrClosed, ErrNoLock} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,11 @@ var update = flag.Bool("update", false, "rewrite golden outputs in testdata/name
 //	op N                      a command with raw op number N
 //	get PATH  stat PATH  exists PATH  ls PATH [AFTER [LIMIT]]
 //	session SID  sessions  members  dump
+//	lock [-s] [-ttl MS] [-delay MS] SID PATH [DATA]   (-delay -1: NoLockDelay)
+//	unlock SID NODE  cancel SID NODE  renew SID NODE
+//	lockinfo NODE  queue PATH  sequencer PATH MODE TOKEN SID  timer
+//	restart                   close and reopen the store; prints whether Dump is unchanged
+//	snapshot                  snapshot, restore into a fresh store that takes over; likewise
 //
 // A token may be Go-quoted ("/a\x00b"), and {S*N} inside a token expands
 // to S repeated N times.
@@ -49,8 +55,13 @@ func runScript(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openTestStore(t)
-	env := &scriptEnv{t: t, s: s, index: 1, time: 1000}
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	env := &scriptEnv{t: t, s: s, dir: dir, index: 1, time: 1000}
 	lines := strings.Split(strings.TrimRight(string(src), "\n"), "\n")
 	var out strings.Builder
 	for i := 0; i < len(lines); {
@@ -105,6 +116,7 @@ func runScript(t *testing.T, file string) {
 type scriptEnv struct {
 	t     *testing.T
 	s     *Store
+	dir   string
 	index uint64
 	time  int64
 }
@@ -122,8 +134,13 @@ func (e *scriptEnv) run(lines []string) string {
 	case "limits":
 		e.limits(args[1:])
 		return ""
-	case "get", "stat", "exists", "ls", "session", "sessions", "members", "dump":
+	case "get", "stat", "exists", "ls", "session", "sessions", "members", "dump",
+		"lockinfo", "queue", "sequencer", "timer":
 		return e.read(args)
+	case "restart":
+		return e.restart()
+	case "snapshot":
+		return e.snapshot()
 	}
 	cmd := e.command(lines)
 	r := e.s.Apply(e.index, e.time, cmd)
@@ -152,16 +169,71 @@ func (e *scriptEnv) limits(args []string) {
 			l.MaxMultiOps = n
 		case "page":
 			l.MaxChildrenPage = n
+		case "lockbatch":
+			l.MaxLockBatch = n
+		case "lockdelay":
+			l.DefaultLockDelayMillis = int64(n)
+		case "maxlockdelay":
+			l.MaxLockDelayMillis = int64(n)
 		default:
 			e.t.Fatalf("limits: unknown key %q", k)
 		}
 	}
-	s, err := Open(Config{Dir: e.t.TempDir(), Limits: l})
+	e.dir = e.t.TempDir()
+	s, err := Open(Config{Dir: e.dir, Limits: l})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { s.Close() })
 	e.s, e.index = s, 1
+}
+
+// restart closes the store and opens its directory again.
+func (e *scriptEnv) restart() string {
+	before := dump(e.t, e.s)
+	if err := e.s.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := Open(Config{Dir: e.dir, Limits: e.s.Limits()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	e.s = s
+	return sameDump(before, dump(e.t, s))
+}
+
+// snapshot moves the state to a fresh store through Snapshot and Restore.
+func (e *scriptEnv) snapshot() string {
+	before := dump(e.t, e.s)
+	snap, err := e.s.Snapshot()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, err = snap.WriteTo(&buf)
+	snap.Release()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.dir = e.t.TempDir()
+	s, err := Open(Config{Dir: e.dir, Limits: e.s.Limits()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	if err := s.Restore(&buf); err != nil {
+		e.t.Fatal(err)
+	}
+	e.s = s
+	return sameDump(before, dump(e.t, s))
+}
+
+func sameDump(before, after string) string {
+	if before == after {
+		return "dump unchanged"
+	}
+	return "DUMP CHANGED:\n" + before + "---\n" + after
 }
 
 // command parses a mutating command, multi included.
@@ -237,6 +309,30 @@ func (e *scriptEnv) command(lines []string) *Command {
 		cmd.Op, cmd.Member = OpRemoveMember, &Member{ID: rest[0]}
 	case "op":
 		cmd.Op = Op(mustInt(e.t, rest[0]))
+	case "lock":
+		cmd.Op = OpLockRequest
+		for len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			switch rest[0] {
+			case "-s":
+				cmd.Mode = LockShared
+				rest = rest[1:]
+			case "-ttl":
+				cmd.HoldTTLMillis = mustInt(e.t, rest[1])
+				rest = rest[2:]
+			case "-delay":
+				cmd.LockDelayMillis = mustInt(e.t, rest[1])
+				rest = rest[2:]
+			default:
+				e.t.Fatalf("lock: unknown flag %s", rest[0])
+			}
+		}
+		cmd.Session, cmd.Path = uint64(mustInt(e.t, rest[0])), rest[1]
+		if len(rest) > 2 {
+			cmd.Data = []byte(rest[2])
+		}
+	case "unlock", "cancel", "renew":
+		cmd.Op = map[string]Op{"unlock": OpLockRelease, "cancel": OpLockCancel, "renew": OpLockRenew}[args[0]]
+		cmd.Session, cmd.Path = uint64(mustInt(e.t, rest[0])), rest[1]
 	default:
 		e.t.Fatalf("unknown script command %q", args[0])
 	}
@@ -311,6 +407,36 @@ func (e *scriptEnv) read(args []string) string {
 		if err := s.Dump(&b); err != nil {
 			return "err: " + err.Error()
 		}
+	case "lockinfo":
+		li, err := s.Lock(args[1])
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		b.WriteString(formatLockInfo(li))
+	case "queue":
+		q, err := s.LockQueue(args[1])
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		for _, li := range q {
+			b.WriteString(formatLockInfo(li) + "\n")
+		}
+		if len(q) == 0 {
+			b.WriteString("empty")
+		}
+	case "sequencer":
+		mode := map[string]LockMode{"exclusive": LockExclusive, "shared": LockShared}[args[2]]
+		ok, err := s.CheckSequencer(args[1], mode, uint64(mustInt(e.t, args[3])), uint64(mustInt(e.t, args[4])))
+		if err != nil {
+			return "err: " + err.Error()
+		}
+		fmt.Fprintf(&b, "held=%t", ok)
+	case "timer":
+		at, ok := s.NextTimer()
+		if !ok {
+			return "none"
+		}
+		fmt.Fprintf(&b, "at=%d", at)
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -351,6 +477,9 @@ func writeResult(b *strings.Builder, r *Result) {
 			b.WriteString("\n")
 		}
 	}
+	for _, g := range r.Grants {
+		fmt.Fprintf(b, "  grant %s path=%s %s session=%d token=%d\n", g.Node, g.Path, g.Mode, g.Session, g.Token)
+	}
 	for _, ev := range r.Events {
 		fmt.Fprintf(b, "  event %s", ev.Type)
 		if ev.Path != "" {
@@ -361,6 +490,20 @@ func writeResult(b *strings.Builder, r *Result) {
 		}
 		fmt.Fprintf(b, " rev=%d\n", ev.Rev)
 	}
+}
+
+func formatLockInfo(li LockInfo) string {
+	s := fmt.Sprintf("%d %s path=%s %s session=%d ttl=%dms delay=%dms", li.Rev, li.Node, li.Path, li.Mode,
+		li.Session, li.HoldTTLMillis, li.LockDelayMillis)
+	switch {
+	case li.Phantom:
+		s += fmt.Sprintf(" phantom token=%d until=%d", li.Token, li.DelayEnd)
+	case li.Granted:
+		s += fmt.Sprintf(" held token=%d at=%d deadline=%d", li.Token, li.GrantTime, li.Deadline)
+	default:
+		s += " waiting"
+	}
+	return s
 }
 
 func formatStat(st Stat) string {
@@ -380,6 +523,8 @@ func sentinelName(err error) string {
 		{"ErrEphemeralParent", ErrEphemeralParent}, {"ErrNoSession", ErrNoSession},
 		{"ErrTooManyOps", ErrTooManyOps}, {"ErrAlreadyApplied", ErrAlreadyApplied},
 		{"ErrRootImmutable", ErrRootImmutable}, {"ErrBadCommand", ErrBadCommand}, {"ErrNoMember", ErrNoMember},
+		{"ErrWouldDeadlock", ErrWouldDeadlock}, {"ErrNoLock", ErrNoLock}, {"ErrNotLockOwner", ErrNotLockOwner},
+		{"ErrLockNotHeld", ErrLockNotHeld}, {"ErrStorage", ErrStorage},
 	} {
 		if errors.Is(err, s.err) {
 			return s.name

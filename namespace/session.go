@@ -93,6 +93,11 @@ func (c *cmdCtx) endSession(id uint64, ev EventType) error {
 	if err != nil {
 		return err
 	}
+	c.lockCause = causeClose
+	if ev == EventSessionExpired {
+		c.lockCause = causeExpire
+	}
+	defer func() { c.lockCause = causeDelete }()
 	for _, p := range paths {
 		n, err := c.node(p)
 		if err != nil {

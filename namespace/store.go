@@ -67,6 +67,10 @@ type Store struct {
 	broken  error         // set when a commit failed; guarded by mu
 	closed  atomic.Bool
 
+	// locks is derived from the lock records; replaced by Restore (under
+	// mu and gate), so readers reach it under gate.
+	locks *lockIndex
+
 	// afterCheckpoint, when set by a test, runs after each checkpoint
 	// commit; an error simulates a crash right there.
 	afterCheckpoint func() error
@@ -81,6 +85,7 @@ type Result struct {
 	Session uint64   // OpSessionOpen: the new session's id (= Index); expire: the session of this Results entry
 	Results []Result // OpMulti: one per op; OpSessionExpire: one per session
 	Events  []Event  // in order; empty when Err != nil
+	Grants  []Grant  // locks this command granted, in revision order; their token is Index
 }
 
 // BatchEntry is one raft log entry handed to ApplyBatch.
@@ -143,6 +148,10 @@ func Open(cfg Config) (*Store, error) {
 		valueThreshold: valueThreshold,
 	}
 	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadLocks(); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -168,6 +168,9 @@ func (c *cmdCtx) removeNode(p string, n *node) error {
 	c.putNode(parentPath, parent)
 	c.emit(EventDeleted, p, n.stat.EphemeralOwner)
 	c.emit(EventChildrenChanged, parentPath, 0)
+	if n.stat.EphemeralOwner != 0 {
+		c.lockNodeRemoved(p)
+	}
 	return nil
 }
 

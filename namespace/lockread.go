@@ -1,0 +1,127 @@
+package namespace
+
+import (
+	"fmt"
+	"io"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Lock reads see the state as of the last applied command.
+
+// readLocks runs fn on the lock index, holding off Restore and Close.
+func (s *Store) readLocks(fn func(ix *lockIndex) error) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ix := s.locks
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return fn(ix)
+}
+
+// Lock describes the live lock request whose node is node; phantoms have
+// no node and are only listed by LockQueue.
+func (s *Store) Lock(node string) (LockInfo, error) {
+	if err := ValidatePath(node, s.limits); err != nil {
+		return LockInfo{}, err
+	}
+	var info LockInfo
+	err := s.readLocks(func(ix *lockIndex) error {
+		q := ix.byNode[node]
+		if q == nil {
+			return fmt.Errorf("%w: %s", ErrNoLock, node)
+		}
+		info = q.info()
+		return nil
+	})
+	return info, err
+}
+
+// LockQueue lists the requests on path, phantoms included, in queue
+// (revision) order; the granted ones come first. It is empty when nobody
+// locks path.
+func (s *Store) LockQueue(path string) ([]LockInfo, error) {
+	if err := ValidatePath(path, s.limits); err != nil {
+		return nil, err
+	}
+	var out []LockInfo
+	err := s.readLocks(func(ix *lockIndex) error {
+		if lp := ix.paths[path]; lp != nil {
+			for e := lp.queue.Front(); e != nil; e = e.Next() {
+				out = append(out, reqOf(e).info())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CheckSequencer reports whether session still holds a mode lock on path
+// granted with token: what a resource server asks before it acts on a
+// request carrying that sequencer. A phantom no longer holds.
+func (s *Store) CheckSequencer(path string, mode LockMode, token uint64, session uint64) (bool, error) {
+	if err := ValidatePath(path, s.limits); err != nil {
+		return false, err
+	}
+	if mode != LockExclusive && mode != LockShared {
+		return false, fmt.Errorf("%w: lock mode %d", ErrBadCommand, mode)
+	}
+	held := false
+	err := s.readLocks(func(ix *lockIndex) error {
+		for _, q := range ix.bySession[session] {
+			if q.granted && q.token == token && q.mode == mode && q.lockPath() == path {
+				held = true
+				break
+			}
+		}
+		return nil
+	})
+	return held, err
+}
+
+// NextTimer is when the leader should propose the next tick (an OpNoop
+// stamped with its clock): the earliest hold deadline or lock-delay end, or
+// the last applied command's time when grants are left over from a full
+// batch. ok is false when nothing is due, ever.
+func (s *Store) NextTimer() (unixNanos int64, ok bool) {
+	s.readLocks(func(ix *lockIndex) error {
+		if ix.pending.len() > 0 {
+			unixNanos, ok = ix.clock.Load(), true
+			return nil
+		}
+		if k, _, found := ix.timers.min(); found {
+			unixNanos, ok = keyTime(k), true
+		}
+		return nil
+	})
+	return unixNanos, ok
+}
+
+// dumpLocks writes the lock records of txn in revision order; "runnable"
+// marks the pending requests. The caller holds gate.
+func (s *Store) dumpLocks(w io.Writer, txn *badger.Txn) error {
+	ix := s.locks
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return scan(txn, []byte{spaceLock}, func(k, v []byte) error {
+		q, err := decodeLockRecord(beUint64(k[1:]), v)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "lock %d %s %s session=%d ttl=%dms delay=%dms", q.rev, q.node, q.mode, q.session, q.holdTTL, q.delay)
+		switch {
+		case q.phantom:
+			fmt.Fprintf(w, " phantom token=%d until=%d\n", q.token, q.delayEnd)
+		case q.granted:
+			fmt.Fprintf(w, " held token=%d at=%d deadline=%d\n", q.token, q.grantTime, q.deadline)
+		case ix.byRev[q.rev] != nil && ix.byRev[q.rev].pending:
+			fmt.Fprintf(w, " runnable\n")
+		default:
+			fmt.Fprintf(w, " waiting\n")
+		}
+		return nil
+	})
+}
