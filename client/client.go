@@ -128,7 +128,11 @@ func (c *Client) Close() error {
 	for _, s := range live {
 		s.finish(ErrClosed)
 	}
+	// Cancelling under mu orders it with goFunc: no goroutine is added
+	// once Wait may have begun.
+	c.mu.Lock()
 	c.cancel()
+	c.mu.Unlock()
 	c.wg.Wait()
 	return nil
 }
@@ -142,11 +146,18 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// goFunc runs f as a goroutine that Close waits for.
-func (c *Client) goFunc(f func()) {
+// goFunc runs f as a goroutine that Close waits for, or reports false
+// when the client is closed.
+func (c *Client) goFunc(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return false
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		f()
 	}()
+	return true
 }

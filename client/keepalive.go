@@ -241,6 +241,11 @@ func (c *Client) renewFailed(l *link, s *Session, err error) {
 		s.expire(err)
 	case leaderOf(err) != "":
 		c.drop(l, leaderOf(err), err)
+	case errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil:
+		// No answer within TTL/3: the member may be stopped or cut
+		// off while the connection looks alive. Waiting for the QUIC
+		// idle timeout could outlast the session's lease elsewhere.
+		c.drop(l, "", err)
 	}
 	c.log.Debug("latch: keepalive failed", "session", s.id, "err", err)
 	s.renewed(time.Now().Add(min(max(s.ttl/10, minKeepaliveRetry), maxKeepaliveRetry)))

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 
@@ -38,8 +37,9 @@ type Watcher struct {
 	// last event delivered (or where the watch started) and how many
 	// events of that revision were delivered, so that a resumed stream
 	// replaying part of that revision skips exactly those.
-	lastRev uint64
-	nAtLast int
+	lastRev   uint64
+	nAtLast   int
+	delivered int // events delivered so far
 }
 
 // Watch starts watching path and returns once the server has registered
@@ -71,10 +71,16 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...WatchOption) (*
 		w.start = o.fromRev
 	}
 	w.lastRev = w.start
-	c.goFunc(func() {
+	started := c.goFunc(func() {
 		defer stopOnClose()
 		w.run(sr, first)
 	})
+	if !started {
+		sr.Close()
+		stopOnClose()
+		w.cancel()
+		return nil, ErrClosed
+	}
 	return w, nil
 }
 
@@ -127,28 +133,30 @@ func (w *Watcher) run(sr *session.StreamReader, resp *session.Response) {
 	defer w.cancel()
 	skip, idle := 0, 0
 	for {
+		before := w.delivered
 		err := w.drain(sr, resp, &skip)
 		sr.Close()
 		switch {
 		case err == nil || w.ctx.Err() != nil:
 			w.finish(err) // the OneShot fired, or the watch was ended
 			return
-		case errors.Is(err, io.EOF) || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) ||
-			errors.Is(err, namespace.ErrClosed) || isStreamErr(err):
-			// The server ended the stream on its own (its buffer
-			// overflowed after a Resync, it lost leadership, it is
-			// shutting down): resume, pausing so that a server that
-			// keeps ending it is not hammered.
-			idle++
-			if !w.c.sleep(w.ctx, idle) {
-				w.finish(w.ctx.Err())
-				return
-			}
-		case isWire(err):
+		case isWire(err) && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) &&
+			!errors.Is(err, namespace.ErrClosed):
 			w.finish(err) // the server refused the watch itself
 			return
-		default:
-			// The connection broke: stream below waits for the next.
+		}
+		// The stream ended: the connection broke (stream below waits
+		// for the next), the server lost leadership or is shutting
+		// down, or it ended the watch after a Resync. Resume, pausing
+		// longer each time a stream ends without delivering anything,
+		// so a server that keeps ending it is not hammered.
+		if w.delivered != before {
+			idle = 0
+		}
+		idle++
+		if !w.c.sleep(w.ctx, idle) {
+			w.finish(w.ctx.Err())
+			return
 		}
 		req := w.req
 		req.FromRev, skip = w.resumePoint()
@@ -156,9 +164,6 @@ func (w *Watcher) run(sr *session.StreamReader, resp *session.Response) {
 		if err != nil {
 			w.finish(err)
 			return
-		}
-		if len(resp.Events) > 0 {
-			idle = 0
 		}
 	}
 }
@@ -203,6 +208,7 @@ func (w *Watcher) deliver(events []session.WatchEvent, skip *int) (bool, error) 
 		}
 		select {
 		case w.events <- e:
+			w.delivered++
 		case <-w.ctx.Done():
 			return false, w.ctx.Err()
 		}
