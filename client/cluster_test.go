@@ -15,7 +15,7 @@ import (
 // front on loopback) and what a client needs to reach it.
 type testCluster struct {
 	*servertest.Cluster
-	t       *testing.T
+	t       testing.TB
 	tls     *tls.Config
 	certDir string // the dev PKI the members' certificates come from
 }
@@ -26,7 +26,7 @@ type clusterOptions struct {
 	childrenPage int
 }
 
-func startCluster(t *testing.T, n int, o clusterOptions) *testCluster {
+func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := session.EnsureDevCerts(dir)
@@ -87,7 +87,7 @@ func (tc *testCluster) dial(ttl time.Duration, endpoints ...string) *Client {
 }
 
 // ctx returns a context bounded by the servertest wait timeout.
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
 	t.Cleanup(cancel)
 	return ctx
