@@ -102,8 +102,18 @@ func (c *Client) ready4(ctx context.Context, s *Session, req *session.Request) (
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if isWire(err) && !retryElsewhere(err) {
+			return nil, err
+		}
 		c.drop(l, leaderOf(err), err)
 	}
+}
+
+// retryElsewhere reports whether a member's error says another member (or
+// this one, later) can serve the request: it is not the leader, there is
+// none yet, or it is shutting down.
+func retryElsewhere(err error) bool {
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, namespace.ErrClosed)
 }
 
 // onError decides what a failed answer means: retry (after dropping the

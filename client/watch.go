@@ -2,11 +2,9 @@ package client
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
-	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
 )
 
@@ -140,8 +138,7 @@ func (w *Watcher) run(sr *session.StreamReader, resp *session.Response) {
 		case err == nil || w.ctx.Err() != nil:
 			w.finish(err) // the OneShot fired, or the watch was ended
 			return
-		case isWire(err) && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) &&
-			!errors.Is(err, namespace.ErrClosed):
+		case isWire(err) && !retryElsewhere(err):
 			w.finish(err) // the server refused the watch itself
 			return
 		}
