@@ -173,6 +173,7 @@ func TestRestartAppliesNothingTwice(t *testing.T) {
 		cfg.SnapshotThreshold = 1 << 30
 	}})
 	c.WaitLeader()
+	c.WaitMembers() // no background writes from here on
 	mustCommit(t, c, create("/counter", "0"))
 	for i := 1; i <= 10; i++ {
 		mustCommit(t, c, set("/counter", fmt.Sprint(i)))

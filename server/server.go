@@ -356,6 +356,9 @@ func (s *Server) closeResources() error {
 		s.httpLn.Close()
 	}
 	if s.trans != nil {
+		// Close alone leaves pooled outbound connections (and the peers'
+		// handlers reading them) open.
+		s.trans.CloseStreams()
 		errs = append(errs, s.trans.Close())
 	}
 	if s.store != nil {

@@ -298,6 +298,34 @@ func (c *Cluster) Propose(ctx context.Context, cmd *namespace.Command) *namespac
 	return res
 }
 
+// WaitMembers waits until every running member has recorded metadata of
+// every running member, after which no membership writes are pending.
+func (c *Cluster) WaitMembers() {
+	c.t.Helper()
+	Eventually(c.t, "member metadata", func() error {
+		for _, i := range c.Running() {
+			s := c.Server(i)
+			if s == nil {
+				continue
+			}
+			ms, err := s.Store().Members()
+			if err != nil {
+				return err
+			}
+			have := map[string]bool{}
+			for _, m := range ms {
+				have[m.ID] = m.HTTPAddr != ""
+			}
+			for _, j := range c.Running() {
+				if id := c.nodes[j].cfg.ID; !have[id] {
+					return fmt.Errorf("n%d lacks metadata of %s", i+1, id)
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // WaitApplied waits until every running member has applied index.
 func (c *Cluster) WaitApplied(index uint64) {
 	c.t.Helper()

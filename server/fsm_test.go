@@ -1,0 +1,158 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+type recordingObserver struct{ batches [][]*namespace.Result }
+
+func (o *recordingObserver) Applied(rs []*namespace.Result) { o.batches = append(o.batches, rs) }
+
+func openStore(t testing.TB) *namespace.Store {
+	t.Helper()
+	st, err := namespace.Open(namespace.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func commandLog(t testing.TB, index uint64, cmd namespace.Command) *raft.Log {
+	t.Helper()
+	b, err := namespace.EncodeEntry(&namespace.Entry{Time: int64(index) * 1e9, Cmd: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: b}
+}
+
+func TestFSMApplyBatch(t *testing.T) {
+	obs := &recordingObserver{}
+	f := newFSM(openStore(t), obs)
+	logs := []*raft.Log{
+		commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("x")}),
+		{Index: 2, Term: 1, Type: raft.LogConfiguration, Data: []byte("config, not for the namespace")},
+		{Index: 3, Term: 1, Type: raft.LogCommand, Data: []byte{0xc1, 0xff, 0x00}},
+		commandLog(t, 4, namespace.Command{Op: namespace.OpCreate, Path: "/a"}),
+	}
+	out := f.ApplyBatch(logs)
+	if len(out) != len(logs) {
+		t.Fatalf("%d responses for %d logs", len(out), len(logs))
+	}
+	if r, ok := out[0].(*namespace.Result); !ok || r.Err != nil || r.Index != 1 || r.Path != "/a" {
+		t.Fatalf("create response = %#v", out[0])
+	}
+	if out[1] != nil {
+		t.Fatalf("configuration log response = %#v, want nil", out[1])
+	}
+	if r, ok := out[2].(*namespace.Result); !ok || !errors.Is(r.Err, namespace.ErrMalformed) {
+		t.Fatalf("garbage log response = %#v, want ErrMalformed", out[2])
+	}
+	if r, ok := out[3].(*namespace.Result); !ok || !errors.Is(r.Err, namespace.ErrNodeExists) {
+		t.Fatalf("duplicate create response = %#v", out[3])
+	}
+	if got, _ := f.appliedIndex(); got != 4 {
+		t.Fatalf("applied index %d, want 4", got)
+	}
+	if got := f.store.AppliedIndex(); got != 4 {
+		t.Fatalf("namespace applied index %d, want 4 (the garbage entry must still advance it)", got)
+	}
+	if len(obs.batches) != 1 || len(obs.batches[0]) != 3 {
+		t.Fatalf("observer saw %d batches %+v, want one of 3 results", len(obs.batches), obs.batches)
+	}
+
+	// Re-delivered entries (raft replays after a restart) are skipped and
+	// not shown to the observer.
+	again := f.ApplyBatch(logs[:1])
+	if r := again[0].(*namespace.Result); !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
+		t.Fatalf("replayed entry: %v", r.Err)
+	}
+	if len(obs.batches) != 1 {
+		t.Fatalf("observer told about a replayed entry")
+	}
+	if data, _, err := f.store.Get("/a"); err != nil || string(data) != "x" {
+		t.Fatalf("/a = %q, %v", data, err)
+	}
+}
+
+func TestFSMWaitApplied(t *testing.T) {
+	f := newFSM(openStore(t), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.waitApplied(ctx, 2) }()
+	f.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpNoop})})
+	select {
+	case err := <-done:
+		t.Fatalf("waitApplied(2) returned at index 1: %v", err)
+	default:
+	}
+	f.ApplyBatch([]*raft.Log{commandLog(t, 2, namespace.Command{Op: namespace.OpNoop})})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	short, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := f.waitApplied(short, 10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waitApplied on cancelled ctx = %v", err)
+	}
+}
+
+// memSink is a raft.SnapshotSink over a buffer.
+type memSink struct {
+	bytes.Buffer
+	cancelled, closed bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+
+func TestFSMSnapshotRestore(t *testing.T) {
+	src := newFSM(openStore(t), nil)
+	src.ApplyBatch([]*raft.Log{
+		commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("1")}),
+		commandLog(t, 2, namespace.Command{Op: namespace.OpCreate, Path: "/a/b", Data: []byte("2")}),
+	})
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after the snapshot are not in it: one read timestamp.
+	src.ApplyBatch([]*raft.Log{commandLog(t, 3, namespace.Command{Op: namespace.OpCreate, Path: "/late"})})
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil || !sink.closed || sink.cancelled {
+		t.Fatalf("Persist: %v closed=%v cancelled=%v", err, sink.closed, sink.cancelled)
+	}
+	snap.Release()
+
+	dst := newFSM(openStore(t), nil)
+	dst.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/other"})})
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if dst.restores.Load() != 1 {
+		t.Fatalf("restores = %d", dst.restores.Load())
+	}
+	if got, _ := dst.appliedIndex(); got != 2 {
+		t.Fatalf("applied after restore = %d, want 2", got)
+	}
+	if _, _, err := dst.store.Get("/a/b"); err != nil {
+		t.Fatalf("restored state lacks /a/b: %v", err)
+	}
+	for _, p := range []string{"/other", "/late"} {
+		if ok, _, _ := dst.store.Exists(p); ok {
+			t.Fatalf("restored state has %s", p)
+		}
+	}
+}
