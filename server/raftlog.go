@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -58,7 +59,31 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off || !a.enabled(level) {
 		return
 	}
-	a.l.Log(context.Background(), toSlogLevel(level), msg, args...)
+	a.l.Log(context.Background(), toSlogLevel(level), msg, formatArgs(args)...)
+}
+
+// formatArgs renders hclog.Fmt values, which slog would print as a raw
+// slice.
+func formatArgs(args []any) []any {
+	var out []any // a copy, made only when something changes
+	for i, v := range args {
+		f, ok := v.(hclog.Format)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		format, ok := f[0].(string)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		out[i] = fmt.Sprintf(format, f[1:]...)
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }

@@ -111,6 +111,4 @@ func BenchmarkSnapshotRestore100k(b *testing.B) {
 	b.ReportMetric(restoreTotal.Seconds()/float64(b.N), "restore-s")
 }
 
-
-
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

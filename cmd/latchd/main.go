@@ -1,0 +1,230 @@
+// Command latchd runs one member of a latch cluster.
+//
+//	latchd --dev                                  # single member, data in ./latch-data
+//	latchd --id n1 --data-dir /var/lib/latch --bootstrap n1=10.0.0.1:7421,n2=10.0.0.2:7421,n3=10.0.0.3:7421 \
+//	       --raft-addr 10.0.0.1:7421 --client-addr 10.0.0.1:7420 --http-addr 10.0.0.1:7422
+//	latchd --id n4 --data-dir /var/lib/latch --join 10.0.0.1:7422 ...
+//
+// --config FILE reads a JSON object whose keys are flag names
+// ({"id": "n1", "bootstrap": "n1=...,n2=...", "dev": false}); flags given
+// on the command line win. SIGTERM or SIGINT shuts the member down cleanly
+// and exits 0. All logic lives in package server; this is wiring.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/latch-io/latch/server"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// errUsage marks errors in flags or the config file (exit status 2).
+var errUsage = errors.New("latch: usage")
+
+// DevDataDir is where --dev keeps its data unless --data-dir says otherwise.
+const DevDataDir = "latch-data"
+
+// options are latchd's flags. New flags register in register and reach the
+// server config in serverConfig.
+type options struct {
+	configFile string
+
+	id, dataDir                       string
+	clientAddr, raftAddr, httpAddr    string
+	raftAdvertise, httpAdvertise      string
+	bootstrap, join                   string
+	dev                               bool
+	heartbeatTimeout, electionTimeout time.Duration
+	snapshotThreshold, trailingLogs   uint64
+	snapshotInterval                  time.Duration
+	logLevel, logFormat               string
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	def := server.DefaultConfig()
+	fs.StringVar(&o.configFile, "config", "", "JSON file whose keys are flag names; command-line flags win")
+	fs.StringVar(&o.id, "id", "", `member id, unique in the cluster and stable across restarts (--dev: "dev")`)
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (--dev: ./"+DevDataDir+")")
+	fs.StringVar(&o.clientAddr, "client-addr", def.ClientAddr, "client (QUIC, UDP) address, published to clients for redirects")
+	fs.StringVar(&o.raftAddr, "raft-addr", def.RaftAddr, "raft (TCP) bind address")
+	fs.StringVar(&o.httpAddr, "http-addr", def.HTTPAddr, "admin HTTP bind address (/metrics, /healthz, /readyz, /v1/...)")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "raft address other members dial (default: the bound --raft-addr)")
+	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "admin address other members use (default: the bound --http-addr)")
+	fs.StringVar(&o.bootstrap, "bootstrap", "", "initial members as id=raftaddr,... (the same list on every founding member)")
+	fs.StringVar(&o.join, "join", "", "admin HTTP address (host:port or http://host:port) of any member of a cluster to join")
+	fs.BoolVar(&o.dev, "dev", false, "run a single-member cluster on loopback with data in ./"+DevDataDir)
+	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", def.HeartbeatTimeout, "raft heartbeat timeout")
+	fs.DurationVar(&o.electionTimeout, "election-timeout", def.ElectionTimeout, "raft election timeout")
+	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "new log entries that trigger a snapshot")
+	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check --snapshot-threshold")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+}
+
+// loadConfigFile sets every flag named in the JSON file that the command
+// line did not set.
+func loadConfigFile(fs *flag.FlagSet, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: --config: %v", errUsage, err)
+	}
+	var kv map[string]any
+	if err := json.Unmarshal(b, &kv); err != nil {
+		return fmt.Errorf("%w: --config %s: %v", errUsage, path, err)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range kv {
+		if name == "config" || fs.Lookup(name) == nil {
+			return fmt.Errorf("%w: --config %s: unknown key %q", errUsage, path, name)
+		}
+		if given[name] {
+			continue
+		}
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case bool, float64:
+			s = fmt.Sprint(v)
+		case []any: // a list, e.g. "bootstrap": ["n1=...", "n2=..."]
+			parts := make([]string, len(v))
+			for i, p := range v {
+				parts[i] = fmt.Sprint(p)
+			}
+			s = strings.Join(parts, ",")
+		default:
+			return fmt.Errorf("%w: --config %s: key %q: unsupported value %v", errUsage, path, name, v)
+		}
+		if err := fs.Set(name, s); err != nil {
+			return fmt.Errorf("%w: --config %s: key %q: %v", errUsage, path, name, err)
+		}
+	}
+	return nil
+}
+
+func parseBootstrap(s string) ([]server.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []server.Peer
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("%w: --bootstrap: %q is not id=raftaddr", errUsage, part)
+		}
+		peers = append(peers, server.Peer{ID: id, RaftAddr: addr})
+	}
+	return peers, nil
+}
+
+func (o *options) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, o.logLevel)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, o.logFormat)
+}
+
+func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
+	cfg := server.DefaultConfig()
+	cfg.ID, cfg.DataDir, cfg.Dev = o.id, o.dataDir, o.dev
+	if o.dev {
+		if cfg.ID == "" {
+			cfg.ID = server.DevID
+		}
+		if cfg.DataDir == "" {
+			cfg.DataDir = DevDataDir
+		}
+	}
+	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr = o.clientAddr, o.raftAddr, o.httpAddr
+	cfg.RaftAdvertise, cfg.HTTPAdvertise = o.raftAdvertise, o.httpAdvertise
+	cfg.Join = o.join
+	peers, err := parseBootstrap(o.bootstrap)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Bootstrap = peers
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = o.heartbeatTimeout, o.electionTimeout
+	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout/2)
+	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
+	cfg.Logger = logger
+	return cfg, cfg.Validate()
+}
+
+// run is main without the exit, for tests: 0 on a clean shutdown, 1 on a
+// failure, 2 on bad usage.
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("latchd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	o.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "latchd: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if o.configFile != "" {
+		if err := loadConfigFile(fs, o.configFile); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	}
+	logger, err := o.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	cfg, err := o.serverConfig(logger)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s, err := server.New(cfg)
+	if err != nil {
+		logger.Error("cannot open member", "err", err)
+		return 1
+	}
+	if err := s.Start(); err != nil {
+		logger.Error("cannot start member", "err", err)
+		s.Close()
+		return 1
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	if err := s.Close(); err != nil {
+		logger.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,78 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Cluster is a set of latchd processes bootstrapped together.
+type Cluster struct {
+	Nodes []*Node
+}
+
+// StartCluster starts n members n1..nn with --bootstrap naming all of them
+// and extra flags args, and waits until each answers /healthz.
+func StartCluster(t testing.TB, n int, args ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{}
+	var peers []string
+	for i := 0; i < n; i++ {
+		nd := NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1)})
+		c.Nodes = append(c.Nodes, nd)
+		peers = append(peers, nd.ID+"="+nd.RaftAddr)
+	}
+	for _, nd := range c.Nodes {
+		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ",")}, args...)
+		nd.Start(t)
+	}
+	for _, nd := range c.Nodes {
+		nd.WaitHealthy(t)
+	}
+	return c
+}
+
+// WaitLeader waits until one running member reports itself the ready
+// leader and every other running member names it, and returns its index.
+// Paused members are left out.
+func (c *Cluster) WaitLeader(t testing.TB) int {
+	t.Helper()
+	leader := -1
+	waitFor(t, "leader", func() error {
+		leader = -1
+		var id string
+		for i, nd := range c.Nodes {
+			if !nd.Running() || nd.Paused() {
+				continue
+			}
+			st, err := nd.Status()
+			if err != nil {
+				continue
+			}
+			if st.State == "Leader" && st.Ready {
+				if leader >= 0 {
+					return fmt.Errorf("two leaders: %s and %s", c.Nodes[leader].ID, nd.ID)
+				}
+				leader, id = i, st.ID
+			}
+		}
+		if leader < 0 {
+			return errors.New("no ready leader")
+		}
+		for _, nd := range c.Nodes {
+			if !nd.Running() || nd.Paused() {
+				continue
+			}
+			st, err := nd.Status()
+			if err != nil {
+				continue
+			}
+			if st.LeaderID != id {
+				return fmt.Errorf("%s follows %q, not %q", nd.ID, st.LeaderID, id)
+			}
+		}
+		return nil
+	})
+	return leader
+}

@@ -1,0 +1,16 @@
+// Package proc runs real latchd processes for tests: it builds the binary
+// once per test process, starts members with free loopback ports, sends
+// SIGKILL, SIGSTOP, SIGCONT and SIGTERM, and reads /readyz and /v1/status.
+// The crash and chaos tests drive clusters through it.
+//
+//	func TestMain(m *testing.M) { code := m.Run(); proc.RemoveBuild(); os.Exit(code) }
+//
+//	c := proc.StartCluster(t, 3)
+//	leader := c.WaitLeader(t)
+//	c.Nodes[leader].Kill(t)
+//	c.WaitLeader(t)
+//	c.Nodes[leader].Restart(t)
+//
+// Every process is killed in t.Cleanup if the test left it running, and a
+// failed test prints the tail of each member's log.
+package proc
