@@ -345,3 +345,55 @@ func TestProposeHonoursContext(t *testing.T) {
 		t.Fatalf("cancelled Propose err = %v", err)
 	}
 }
+
+func TestSubscribeLeadership(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	old := c.WaitLeader()
+	type sub struct {
+		ch     <-chan bool
+		cancel func()
+	}
+	var subs [3]sub
+	for i := range subs {
+		ch, cancel := c.Server(i).SubscribeLeadership()
+		defer cancel()
+		subs[i] = sub{ch, cancel}
+		// The current state is delivered at once.
+		if v := <-ch; v != (i == old) {
+			t.Fatalf("n%d first value %v, leader is n%d", i+1, v, old+1)
+		}
+	}
+	c.Stop(old)
+	// Close tells the old leader's subscribers that leadership is gone.
+	select {
+	case v := <-subs[old].ch:
+		if v {
+			t.Fatal("stopped leader reported true")
+		}
+	default:
+		t.Fatal("stopped leader's subscriber got nothing")
+	}
+	leader := c.WaitLeader()
+	select {
+	case v := <-subs[leader].ch:
+		if !v {
+			t.Fatal("new leader's subscriber got false")
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("new leader's subscriber got nothing")
+	}
+	if !c.Server(leader).IsLeader() {
+		t.Fatal("subscriber saw true before IsLeader")
+	}
+	// A cancelled subscription gets nothing more.
+	other := 3 - old - leader
+	subs[other].cancel()
+	c.Stop(leader)
+	c.Restart(old)
+	c.WaitLeader()
+	select {
+	case v := <-subs[other].ch:
+		t.Fatalf("cancelled subscription received %v", v)
+	default:
+	}
+}

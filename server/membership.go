@@ -37,8 +37,8 @@ type joinRequest struct {
 	RaftAddr   string `json:"raft_addr"`
 	ClientAddr string `json:"client_addr"`
 	HTTPAddr   string `json:"http_addr"`
-	// UpdateOnly refreshes the metadata of a current member and never adds
-	// one: a member removed by an operator must not re-add itself.
+	// UpdateOnly refreshes the addresses of a current member and never adds
+	// a new one: a member removed by an operator must not re-add itself.
 	UpdateOnly bool `json:"update_only,omitempty"`
 }
 
@@ -187,26 +187,25 @@ func (s *Server) addMember(ctx context.Context, req joinRequest) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("latch: raft configuration: %w", err)
 	}
-	present := false
+	exact, known := false, false
 	for _, srv := range f.Configuration().Servers {
 		switch {
 		case string(srv.ID) == req.ID:
-			present = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage == raft.Voter
-		case srv.Address == raft.ServerAddress(req.RaftAddr):
+			known = true
+			exact = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage == raft.Voter
+		case srv.Address == raft.ServerAddress(req.RaftAddr) && !req.UpdateOnly:
 			// Another identity at this address is a previous incarnation.
-			if req.UpdateOnly {
-				continue
-			}
 			s.log.Info("removing member that held the joiner's address", "old", srv.ID, "new", req.ID)
 			if err := waitFuture(ctx, s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout)); err != nil {
 				return s.proposeError(err)
 			}
 		}
 	}
-	if !present {
-		if req.UpdateOnly {
+	if !exact {
+		if req.UpdateOnly && !known {
 			return fmt.Errorf("%w: %s", namespace.ErrNoMember, req.ID)
 		}
+		// AddVoter also moves a known member to a new address.
 		s.log.Info("adding member", "id", req.ID, "raft_addr", req.RaftAddr)
 		if err := waitFuture(ctx, s.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, s.cfg.ApplyTimeout)); err != nil {
 			return s.proposeError(err)

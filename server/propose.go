@@ -85,12 +85,10 @@ func (s *Server) proposeError(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return s.notLeader()
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		// ErrLeadershipTransferInProgress is returned before the entry is
-		// appended, so retrying at the new leader is safe.
-		if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			return s.notLeader()
-		}
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Refused before the entry was appended: safe to retry elsewhere.
+		return s.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrClosed
