@@ -84,6 +84,12 @@ type Config struct {
 	// when ctx has no earlier deadline. Default 10s.
 	ApplyTimeout time.Duration
 
+	// FaultInjection lets the admin endpoint POST /v1/faults cut this
+	// member's raft traffic to chosen members (see faults.go), for the chaos
+	// runner. Never enable it in production: anyone who reaches the admin
+	// port can partition the cluster.
+	FaultInjection bool
+
 	// Clock stamps entries on the leader. Default time.Now.
 	Clock func() time.Time
 	// Observer is told about every applied batch; may be nil.

@@ -66,4 +66,6 @@
 //	POST /v1/join      {"id","raft_addr","client_addr","http_addr","update_only"}
 //	POST /v1/remove    {"id"}
 //	POST /v1/snapshot  take a snapshot now; {"ok":true,"index":N}
+//	POST /v1/faults    {"block":["raftaddr",...]}: only with FaultInjection; cut raft traffic to those members ([] heals)
+//	GET  /v1/faults    the blocked list
 package server

@@ -124,8 +124,9 @@ func (f *fsm) appliedIndex() (uint64, <-chan struct{}) {
 	return f.applied, f.changed
 }
 
-// waitApplied blocks until the applied index reaches index.
-func (f *fsm) waitApplied(ctx context.Context, index uint64) error {
+// waitApplied blocks until the applied index reaches index, ctx ends or
+// stop closes (the server is closing: nothing will be applied any more).
+func (f *fsm) waitApplied(ctx context.Context, stop <-chan struct{}, index uint64) error {
 	for {
 		applied, changed := f.appliedIndex()
 		if applied >= index {
@@ -135,6 +136,8 @@ func (f *fsm) waitApplied(ctx context.Context, index uint64) error {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-stop:
+			return ErrClosed
 		}
 	}
 }

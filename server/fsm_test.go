@@ -90,7 +90,7 @@ func TestFSMWaitApplied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- f.waitApplied(ctx, 2) }()
+	go func() { done <- f.waitApplied(ctx, nil, 2) }()
 	f.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpNoop})})
 	select {
 	case err := <-done:
@@ -103,8 +103,13 @@ func TestFSMWaitApplied(t *testing.T) {
 	}
 	short, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	if err := f.waitApplied(short, 10); !errors.Is(err, context.Canceled) {
+	if err := f.waitApplied(short, nil, 10); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waitApplied on cancelled ctx = %v", err)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if err := f.waitApplied(context.Background(), stop, 10); !errors.Is(err, ErrClosed) {
+		t.Fatalf("waitApplied after stop = %v", err)
 	}
 }
 

@@ -38,6 +38,10 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/join", s.handleJoin)
 	mux.HandleFunc("POST /v1/remove", s.handleRemove)
 	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
+	if s.faults != nil {
+		mux.HandleFunc("GET /v1/faults", s.handleFaults)
+		mux.HandleFunc("POST /v1/faults", s.handleFaults)
+	}
 	return mux
 }
 

@@ -84,7 +84,7 @@ func (s *Server) LinearizableRead(ctx context.Context) error {
 		}
 		return err
 	}
-	return s.fsm.waitApplied(ctx, s.lastCommandAtOrBelow(commit))
+	return s.fsm.waitApplied(ctx, s.stop, s.lastCommandAtOrBelow(commit))
 }
 
 // lastCommandAtOrBelow returns the index of the last entry at or below index

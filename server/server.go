@@ -29,6 +29,7 @@ type Server struct {
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
+	faults    *faultLayer // raft's stream layer with Config.FaultInjection; else nil
 	fsm       *fsm
 	raft      *raft.Raft
 	metrics   *serverMetrics
@@ -154,11 +155,19 @@ func (s *Server) open() error {
 			return fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
 		}
 	}
-	s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+	tcfg := &raft.NetworkTransportConfig{
 		Logger:  newHCLog(s.log, "raft-net"),
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-	})
+	}
+	if cfg.FaultInjection {
+		if s.faults, err = newFaultLayer(cfg.RaftAddr, advertise); err == nil {
+			tcfg.Stream = s.faults
+			s.trans = raft.NewNetworkTransportWithConfig(tcfg)
+		}
+	} else {
+		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg)
+	}
 	if err != nil {
 		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
 	}

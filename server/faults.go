@@ -1,0 +1,169 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// faultLayer is the raft StreamLayer of a member started with
+// Config.FaultInjection: plain TCP, except that it refuses to dial the raft
+// addresses it is told to block and closes the connections it dialed to
+// them. A partition is made by telling both members of each cut pair, so
+// neither side dials the other and no connection crosses the cut; the
+// chaos runner does that through POST /v1/faults. It sits under raft's
+// NetworkTransport, so raft sees what a real partition shows it: dial
+// errors and broken connections.
+//
+// Connections a member accepted are left alone: it cannot tell which raft
+// address dialed them, and the dialing side closes them when told.
+type faultLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+
+	mu      sync.Mutex
+	blocked map[string]bool
+	conns   map[*faultConn]struct{} // open connections this member dialed
+}
+
+var _ raft.StreamLayer = (*faultLayer)(nil)
+
+// newFaultLayer listens on bind. advertise, when not nil, is the address
+// other members dial, as with raft.NewTCPTransport.
+func newFaultLayer(bind string, advertise net.Addr) (*faultLayer, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	f := &faultLayer{ln: ln, advertise: advertise, blocked: map[string]bool{}, conns: map[*faultConn]struct{}{}}
+	addr, ok := f.Addr().(*net.TCPAddr)
+	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("%w: raft address %v is not advertisable (set RaftAdvertise)", ErrBadConfig, f.Addr())
+	}
+	return f, nil
+}
+
+func (f *faultLayer) Accept() (net.Conn, error) { return f.ln.Accept() }
+
+func (f *faultLayer) Close() error { return f.ln.Close() }
+
+func (f *faultLayer) Addr() net.Addr {
+	if f.advertise != nil {
+		return f.advertise
+	}
+	return f.ln.Addr()
+}
+
+// Dial fails at once for a blocked address, as a refused connection would.
+func (f *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	addr := string(address)
+	if f.isBlocked(addr) {
+		return nil, fmt.Errorf("latch: fault injection: %s is blocked", addr)
+	}
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	fc := &faultConn{Conn: c, addr: addr, layer: f}
+	f.mu.Lock()
+	// A block that arrived while dialing wins: the connection never leaves
+	// this function.
+	if f.blocked[addr] {
+		f.mu.Unlock()
+		c.Close()
+		return nil, fmt.Errorf("latch: fault injection: %s is blocked", addr)
+	}
+	f.conns[fc] = struct{}{}
+	f.mu.Unlock()
+	return fc, nil
+}
+
+func (f *faultLayer) isBlocked(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked[addr]
+}
+
+// setBlocked replaces the blocked set with addrs (empty heals) and closes
+// every dialed connection to a newly blocked address.
+func (f *faultLayer) setBlocked(addrs []string) {
+	var doomed []*faultConn
+	f.mu.Lock()
+	f.blocked = make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		f.blocked[a] = true
+	}
+	for c := range f.conns {
+		if f.blocked[c.addr] {
+			doomed = append(doomed, c)
+			delete(f.conns, c)
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range doomed {
+		c.Conn.Close()
+	}
+}
+
+func (f *faultLayer) blockedList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	list := make([]string, 0, len(f.blocked))
+	for a := range f.blocked {
+		list = append(list, a)
+	}
+	sort.Strings(list)
+	return list
+}
+
+// faultConn is a dialed connection the layer can cut.
+type faultConn struct {
+	net.Conn
+	addr  string
+	layer *faultLayer
+	once  sync.Once
+}
+
+func (c *faultConn) Close() error {
+	c.once.Do(func() {
+		c.layer.mu.Lock()
+		delete(c.layer.conns, c)
+		c.layer.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// faultRequest is the body of POST /v1/faults and the answer of both
+// methods.
+type faultRequest struct {
+	// Block lists the raft addresses this member must not exchange traffic
+	// with; it replaces the previous list, and [] heals.
+	Block []string `json:"block"`
+}
+
+// handleFaults serves POST /v1/faults (set the blocked raft addresses) and
+// GET /v1/faults (read them). It is registered only with FaultInjection.
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		var req faultRequest
+		if !decodeBody(w, r, &req) {
+			return
+		}
+		for _, a := range req.Block {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				writeJSON(w, http.StatusBadRequest, apiReply{Error: fmt.Sprintf("block: %q is not host:port", a), Code: "bad_request"})
+				return
+			}
+		}
+		s.faults.setBlocked(slices.Compact(slices.Sorted(slices.Values(req.Block))))
+		s.log.Warn("fault injection: raft traffic blocked", "block", req.Block)
+	}
+	writeJSON(w, http.StatusOK, faultRequest{Block: s.faults.blockedList()})
+}
