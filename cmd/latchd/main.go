@@ -52,6 +52,7 @@ type options struct {
 	snapshotThreshold, trailingLogs   uint64
 	snapshotInterval                  time.Duration
 	logLevel, logFormat               string
+	faultInjection                    bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -74,6 +75,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so `latch chaos` can cut raft traffic (tests only: never in production)")
 }
 
 // loadConfigFile sets every flag named in the JSON file that the command
@@ -170,6 +172,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = o.heartbeatTimeout, o.electionTimeout
 	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout/2)
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
+	cfg.FaultInjection = o.faultInjection
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
 }
