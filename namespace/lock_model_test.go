@@ -409,14 +409,21 @@ func checkLockIndex(t testing.TB, s *Store) {
 
 func describeLockIndex(ix *lockIndex) string {
 	var b strings.Builder
-	var revs []uint64
-	for rev := range ix.byRev {
-		revs = append(revs, rev)
+	var reqs []*lockReq
+	for _, lp := range ix.paths {
+		for e := lp.queue.Front(); e != nil; e = e.Next() {
+			reqs = append(reqs, reqOf(e))
+		}
 	}
-	slices.Sort(revs)
-	for _, rev := range revs {
-		q := ix.byRev[rev]
+	slices.SortFunc(reqs, func(a, b *lockReq) int { return int(a.rev) - int(b.rev) })
+	for _, q := range reqs {
 		fmt.Fprintf(&b, "req %+v pending=%t timer=%t/%v\n", q.info(), q.pending, q.hasTimer, q.timer)
+		if !q.phantom && ix.byNode[q.node] != q {
+			fmt.Fprintf(&b, "  not in byNode\n")
+		}
+		if !q.phantom && !slices.Contains(ix.bySession[q.session], q) {
+			fmt.Fprintf(&b, "  not in bySession\n")
+		}
 	}
 	var paths []string
 	for p := range ix.paths {

@@ -3,6 +3,7 @@ package namespace
 import (
 	"container/list"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -44,11 +45,10 @@ type lockIndex struct {
 	mu sync.RWMutex
 
 	paths     map[string]*lockPath
-	byRev     map[uint64]*lockReq
-	byNode    map[string]*lockReq            // live requests (not phantoms) by node path
-	bySession map[uint64]map[uint64]*lockReq // live requests by session, then revision
-	pending   lockSet                        // runnable, not granted, by revision
-	timers    lockSet                        // hold deadlines and lock-delay ends, by (time, revision)
+	byNode    map[string]*lockReq   // live requests (not phantoms) by node path
+	bySession map[uint64][]*lockReq // live requests by session, unordered
+	pending   lockSet               // runnable, not granted, by revision
+	timers    lockSet               // hold deadlines and lock-delay ends, by (time, revision)
 
 	// clock is the time of the last applied command, for NextTimer.
 	clock atomic.Int64
@@ -96,9 +96,8 @@ type lockPath struct {
 func newLockIndex() *lockIndex {
 	return &lockIndex{
 		paths:     map[string]*lockPath{},
-		byRev:     map[uint64]*lockReq{},
 		byNode:    map[string]*lockReq{},
-		bySession: map[uint64]map[uint64]*lockReq{},
+		bySession: map[uint64][]*lockReq{},
 	}
 }
 
@@ -161,8 +160,16 @@ func (ix *lockIndex) link(q *lockReq) {
 	lp := ix.pathFor(q.lockPath())
 	q.path = lp
 	q.qe = lp.queue.PushBack(q)
+	levels := strings.Count(lp.path, "/") + 1
+	if lp.path == "/" {
+		levels = 1
+	}
 	if q.mode == LockExclusive {
 		q.xe = lp.xqueue.PushBack(q)
+		elems := make([]*list.Element, 0, 2*levels)
+		q.se, q.sxe = elems[:0:levels], elems[levels:levels]
+	} else {
+		q.se = make([]*list.Element, 0, levels)
 	}
 	for a := lp; a != nil; a = a.parent {
 		q.se = append(q.se, a.sub.PushBack(q))
@@ -170,7 +177,6 @@ func (ix *lockIndex) link(q *lockReq) {
 			q.sxe = append(q.sxe, a.subX.PushBack(q))
 		}
 	}
-	ix.byRev[q.rev] = q
 	if !q.phantom {
 		ix.byNode[q.node] = q
 		ix.sessionAdd(q)
@@ -192,7 +198,6 @@ func (ix *lockIndex) unlink(q *lockReq) {
 		i++
 	}
 	q.qe, q.xe, q.se, q.sxe = nil, nil, nil, nil
-	delete(ix.byRev, q.rev)
 	if !q.phantom {
 		delete(ix.byNode, q.node)
 		ix.sessionDelete(q)
@@ -200,19 +205,25 @@ func (ix *lockIndex) unlink(q *lockReq) {
 }
 
 func (ix *lockIndex) sessionAdd(q *lockReq) {
-	m := ix.bySession[q.session]
-	if m == nil {
-		m = map[uint64]*lockReq{}
-		ix.bySession[q.session] = m
-	}
-	m[q.rev] = q
+	ix.bySession[q.session] = append(ix.bySession[q.session], q)
 }
 
+// sessionDelete costs O(the session's requests), which its own requests
+// and ownConflict already cost.
 func (ix *lockIndex) sessionDelete(q *lockReq) {
-	m := ix.bySession[q.session]
-	delete(m, q.rev)
-	if len(m) == 0 {
+	reqs := ix.bySession[q.session]
+	for i, o := range reqs {
+		if o == q {
+			last := len(reqs) - 1
+			reqs[i], reqs[last] = reqs[last], nil
+			reqs = reqs[:last]
+			break
+		}
+	}
+	if len(reqs) == 0 {
 		delete(ix.bySession, q.session)
+	} else {
+		ix.bySession[q.session] = reqs
 	}
 }
 

@@ -117,7 +117,7 @@ func (s *Store) dumpLocks(w io.Writer, txn *badger.Txn) error {
 			fmt.Fprintf(w, " phantom token=%d until=%d\n", q.token, q.delayEnd)
 		case q.granted:
 			fmt.Fprintf(w, " held token=%d at=%d deadline=%d\n", q.token, q.grantTime, q.deadline)
-		case ix.byRev[q.rev] != nil && ix.byRev[q.rev].pending:
+		case ix.byNode[q.node] != nil && ix.byNode[q.node].pending:
 			fmt.Fprintf(w, " runnable\n")
 		default:
 			fmt.Fprintf(w, " waiting\n")

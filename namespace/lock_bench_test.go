@@ -1,0 +1,161 @@
+package namespace
+
+import (
+	"fmt"
+	"testing"
+)
+
+// benchShapes are the states the release benchmarks compare. The first two
+// hold the same number of sessions, nodes and lock requests, so badger and
+// the Go heap are the same size and only the waiters on the released lock
+// differ: the cost of a release must not grow with them. The third shows
+// what the size of the whole store costs (badger's lookups are O(log n)).
+var benchShapes = []struct{ waiters, others int }{{10, 9_990}, {10_000, 0}, {10, 0}}
+
+// BenchmarkLockRelease measures release-to-next-grant through ApplyBatch on
+// a real on-disk store: one exclusive lock with N waiters (one session
+// each), next to unrelated held locks; every op releases the holder, which
+// grants the next waiter, and the releasing session queues again at the
+// back, so the queue stays N long. Batches of 64 entries, as raft hands
+// them over.
+func BenchmarkLockRelease(b *testing.B) {
+	for _, shape := range benchShapes {
+		b.Run(fmt.Sprintf("waiters=%d/others=%d", shape.waiters, shape.others), func(b *testing.B) {
+			s := openTestStore(b)
+			q, idx := fillLockQueue(b, s, shape.waiters, shape.others)
+			batch := make([]BatchEntry, 0, 64)
+			cmds := make([]Command, 0, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				batch, cmds = batch[:0], cmds[:0]
+				for ; i < b.N && len(cmds) < cap(cmds); i++ {
+					h := q.pop()
+					cmds = append(cmds,
+						Command{Op: OpLockRelease, Session: h.session, Path: h.node},
+						Command{Op: OpLockRequest, Session: h.session, Path: "/bench"})
+					q.push(h.session)
+				}
+				for j := range cmds {
+					batch = append(batch, BatchEntry{Index: idx, Time: int64(idx), Cmd: &cmds[j]})
+					idx++
+				}
+				for j, r := range s.ApplyBatch(batch) {
+					if r.Err != nil || (j%2 == 0 && len(r.Grants) != 1) {
+						b.Fatalf("entry %d: %v, %d grants", batch[j].Index, r.Err, len(r.Grants))
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLockIndexRelease is the same cycle on the lock index alone,
+// without badger: the algorithm's own cost per release.
+func BenchmarkLockIndexRelease(b *testing.B) {
+	for _, shape := range benchShapes {
+		n := shape.waiters
+		b.Run(fmt.Sprintf("waiters=%d/others=%d", n, shape.others), func(b *testing.B) {
+			ix := newLockIndex()
+			rev := uint64(1)
+			add := func(session uint64, path string) *lockReq {
+				q := &lockReq{rev: rev, node: fmt.Sprintf("%s/lock-x-%010d", path, rev), session: session}
+				rev++
+				ix.add(q)
+				return q
+			}
+			for i := range shape.others {
+				add(uint64(n+2+i), fmt.Sprintf("/other/%d", i))
+			}
+			fifo := make([]*lockReq, 0, n+1)
+			for i := range n + 1 {
+				fifo = append(fifo, add(uint64(i+1), "/bench"))
+			}
+			grantAll(ix)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				h := fifo[0]
+				fifo = append(fifo[1:], nil)
+				ix.remove(h)
+				if grantAll(ix) != 1 {
+					b.Fatal("a release must grant exactly the next waiter")
+				}
+				fifo[len(fifo)-1] = add(h.session, "/bench")
+			}
+		})
+	}
+}
+
+func grantAll(ix *lockIndex) int {
+	n := 0
+	for {
+		_, q, ok := ix.pending.min()
+		if !ok {
+			return n
+		}
+		ix.grant(q, q.rev, 0)
+		n++
+	}
+}
+
+// lockQueue tracks the benchmark queue's order: node names follow the lock
+// path's sequential counter.
+type lockQueue struct {
+	seq   int
+	order []benchHolder
+}
+
+type benchHolder struct {
+	session uint64
+	node    string
+}
+
+func (q *lockQueue) push(session uint64) {
+	q.order = append(q.order, benchHolder{session, fmt.Sprintf("/bench/lock-x-%010d", q.seq)})
+	q.seq++
+}
+
+func (q *lockQueue) pop() benchHolder {
+	h := q.order[0]
+	q.order = q.order[1:]
+	return h
+}
+
+// fillLockQueue opens n+1 sessions and queues an exclusive request of each
+// on /bench, the first holding it; then others sessions each hold a lock
+// on their own /other/i.
+func fillLockQueue(b *testing.B, s *Store, n, others int) (*lockQueue, uint64) {
+	q := &lockQueue{}
+	idx := uint64(1)
+	var batch []BatchEntry
+	flush := func() {
+		for _, r := range s.ApplyBatch(batch) {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		batch = batch[:0]
+	}
+	for i := range n + 1 {
+		session := idx
+		batch = append(batch,
+			BatchEntry{Index: idx, Time: int64(idx), Cmd: &Command{Op: OpSessionOpen, TTLMillis: 10_000}},
+			BatchEntry{Index: idx + 1, Time: int64(idx + 1), Cmd: &Command{Op: OpLockRequest, Session: session, Path: "/bench"}})
+		idx += 2
+		q.push(session)
+		if len(batch) >= 512 || i == n {
+			flush()
+		}
+	}
+	for i := range others {
+		batch = append(batch,
+			BatchEntry{Index: idx, Time: int64(idx), Cmd: &Command{Op: OpSessionOpen, TTLMillis: 10_000}},
+			BatchEntry{Index: idx + 1, Time: int64(idx + 1), Cmd: &Command{Op: OpLockRequest, Session: idx, Path: fmt.Sprintf("/other/%d", i)}})
+		idx += 2
+		if len(batch) >= 512 || i == others-1 {
+			flush()
+		}
+	}
+	return q, idx
+}
