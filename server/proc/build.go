@@ -31,26 +31,32 @@ func Build(t testing.TB) string {
 }
 
 func buildLatchd() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the latch module")
-	}
 	dir, err := os.MkdirTemp("", "latchd-build-")
 	if err != nil {
 		return "", err
 	}
 	build.dir = dir
 	bin := filepath.Join(dir, "latchd")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/latchd")
-	cmd.Dir = filepath.Dir(mod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	return bin, GoBuild("./cmd/latchd", bin)
+}
+
+// GoBuild builds the latch module's package pkg (e.g. "./cmd/latchd") into
+// the binary out. It must run inside the module's source tree.
+func GoBuild(pkg, out string) error {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
 	}
-	return bin, nil
+	modFile := strings.TrimSpace(string(mod))
+	if modFile == "" || modFile == os.DevNull {
+		return fmt.Errorf("go build %s: not inside the latch module", pkg)
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = filepath.Dir(modFile)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // RemoveBuild deletes the binary Build made, if any.

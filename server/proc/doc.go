@@ -13,4 +13,8 @@
 //
 // Every process is killed in t.Cleanup if the test left it running, and a
 // failed test prints the tail of each member's log.
+//
+// Outside tests (`latch chaos`), NewDetachedNode, Launch, Signal, WaitExit
+// and Await do the same with errors instead of a testing.TB, and GoBuild
+// builds a binary of the module; the caller kills what it launched.
 package proc

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,18 +50,9 @@ type Node struct {
 // FreeAddrs returns n loopback TCP addresses that were free a moment ago.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var addrs []string
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("proc: free port: %v", err)
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
+	addrs, err := PickAddrs(n)
+	if err != nil {
+		t.Fatalf("proc: %v", err)
 	}
 	return addrs
 }
@@ -123,21 +113,28 @@ func (n *Node) args() []string {
 // addresses. Its output is appended to the member's log.
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
+	if err := n.Launch(); err != nil {
+		t.Fatalf("proc: %v", err)
+	}
+}
+
+// Launch is Start returning an error, for use outside tests.
+func (n *Node) Launch() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil && !n.exited() {
-		t.Fatalf("proc: %s already running", n.ID)
+		return fmt.Errorf("%s already running", n.ID)
 	}
 	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	fmt.Fprintf(f, "--- proc: start %s %s\n", n.bin, strings.Join(n.args(), " "))
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		t.Fatalf("proc: start %s: %v", n.ID, err)
+		return fmt.Errorf("start %s: %w", n.ID, err)
 	}
 	done := make(chan struct{})
 	n.cmd, n.done, n.err, n.log, n.paused = cmd, done, nil, f, false
@@ -150,6 +147,7 @@ func (n *Node) Start(t testing.TB) {
 		n.mu.Unlock()
 		close(done)
 	}()
+	return nil
 }
 
 func (n *Node) exited() bool {
@@ -322,19 +320,22 @@ func (n *Node) WaitReady(t testing.TB) {
 
 func (n *Node) waitEndpoint(t testing.TB, path string) {
 	t.Helper()
-	waitFor(t, n.ID+" "+path, func() error {
-		if !n.Running() {
-			return fmt.Errorf("process exited: %v", n.exitErr())
-		}
-		code, body, err := n.Get(path)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("%d %s", code, strings.TrimSpace(body))
-		}
-		return nil
-	})
+	waitFor(t, n.ID+" "+path, func() error { return n.checkEndpoint(path) })
+}
+
+// checkEndpoint is nil when the running member answers 200 on path.
+func (n *Node) checkEndpoint(path string) error {
+	if !n.Running() {
+		return fmt.Errorf("process exited: %v", n.exitErr())
+	}
+	code, body, err := n.Get(path)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("%d %s", code, strings.TrimSpace(body))
+	}
+	return nil
 }
 
 func (n *Node) exitErr() error {
