@@ -57,6 +57,12 @@
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
 //
+// # Testing
+//
+// Package servertest starts in-process clusters (real badger, real raft
+// over TCP on loopback); package proc runs real latchd processes for crash
+// tests (SIGKILL, SIGSTOP).
+//
 // # Admin HTTP
 //
 //	GET  /healthz      200 while the process runs and raft is not shut down

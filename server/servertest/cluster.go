@@ -51,8 +51,8 @@ const (
 	WaitTimeout = 20 * time.Second
 )
 
-// Config returns the config a test member i of a cluster uses, before
-// Options.Configure: free ports on 127.0.0.1, data in dir.
+// Config returns a test member's configuration before Options.Configure:
+// free ports on 127.0.0.1 for raft and HTTP, data in dir, test timings.
 func Config(id, dir string, logger *slog.Logger) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.ID = id
