@@ -3,7 +3,8 @@
 // namespace records them, cluster member metadata, and the badger layout.
 // It has no raft, network, goroutines or clock: time enters only as the
 // leader's stamp on each command, so the same log gives the same state and
-// the same events on every member.
+// the same events on every member. It also owns the lock queues: fair,
+// hierarchical, shared/exclusive locks with fencing tokens (see Locks).
 //
 // # Use
 //
@@ -20,7 +21,12 @@
 // The leader builds an Entry (its clock in Time, the Command) and proposes
 // EncodeEntry(entry). Reads (Get, Stat, Exists, Children, Session,
 // Sessions, Members) may run concurrently with ApplyBatch and see the
-// state as of the last committed batch.
+// state as of the last committed batch; lock reads (Lock, LockQueue,
+// CheckSequencer, NextTimer) see it as of the last applied command.
+//
+// The leader also proposes ticks: an OpNoop stamped with its clock
+// whenever NextTimer says one is due (lock hold deadlines, lock-delay
+// ends, grants left over from a full batch).
 //
 // After a restart Open resumes from the recorded applied index; raft
 // replays the log from its last snapshot and ApplyBatch skips every entry
@@ -69,11 +75,13 @@
 //	'e' id(8, BE) path    empty; one per ephemeral, so ending a session
 //	                      reads only its own ephemerals
 //	'm' member id         member addresses
+//	'l' rev(8, BE)        lock request: mode, session, node, hold TTL,
+//	                      lock-delay, grant (token, time, deadline),
+//	                      phantom end; key order is queue order
 //	'x' "applied"/"clock" meta: last applied index, monotonic clock (BE)
 //
 // Values use a hand-written varint encoding: deterministic (no maps), and
-// cheaper than reflection on the hot path. Lock queues will add their own
-// key spaces.
+// cheaper than reflection on the hot path.
 //
 // # Durability
 //
@@ -106,11 +114,80 @@
 // ErrStorage, and the server must stop. A Restore that fails after dropping
 // the old state leaves the store broken until a Restore succeeds.
 //
-// # Adding ops (locks)
+// # Adding ops
 //
 // Append Op and EventType values (never renumber), add fields at the end
 // of Command with new short codec tags and omitempty, add a case to
 // cmdCtx.apply and a file with the op functions. An op reads and writes
 // only through cmdCtx (node, putNode, getRaw, putRaw, deleteRaw, emit), so
 // failure atomicity, multi and batching come for free.
+//
+// # Locks
+//
+// OpLockRequest{Path, Mode, Session, HoldTTLMillis, LockDelayMillis, Data}
+// queues a request: an ephemeral sequential node Path/lock-x-NNNNNNNNNN
+// (lock-s- when shared) owned by the session and holding Data, so
+// "ls Path" shows the queue; Result.Path is the request node. Requests are
+// ordered by the revision that created them. Two requests conflict when
+// their paths are equal or one is an ancestor of the other, unless both
+// are shared; a request is granted when no earlier conflicting request,
+// held or waiting, remains. So the queue is FIFO across the whole
+// hierarchy: a waiting parent holds back children requested after it, a
+// waiting writer holds back later readers, and readers in a row are
+// granted together. OpLockCancel{Path: node, Session} withdraws a request,
+// waiting or held (then it is a release); OpLockRelease needs it held;
+// OpLockRenew restarts a held lock's hold TTL. Lock ops are refused inside
+// OpMulti.
+//
+// Grants happen inside Apply: Result.Grants lists them and each has an
+// EventLockGranted (Path: the node, Session: the owner). The fencing token
+// is the revision of the granting command, so it increases strictly per
+// lock and globally; readers granted by one command share it.
+// CheckSequencer(path, mode, token, session) tells a resource server
+// whether that grant still holds.
+//
+// Decisions beyond DESIGN.md:
+//   - A lock path that does not exist is created, with its missing
+//     ancestors, as persistent nodes (events included), and left in place
+//     afterwards, so /jobs/nightly can be locked on a fresh cluster. A
+//     request node, or anything under an ephemeral, cannot be locked
+//     (ErrEphemeralParent).
+//   - No re-entrancy: a request that conflicts with a live request of its
+//     own session (held or waiting) is refused with ErrWouldDeadlock and
+//     creates nothing. A session may hold several shared requests on one
+//     path. Deadlocks across sessions are the clients' to avoid (order
+//     your locks, or use wait timeouts).
+//   - Lock-delay applies when a holder is lost without releasing: its
+//     session expires, or its hold TTL passes (Chubby-like). The request
+//     stays in the queues as a phantom (granted, node gone, listed by
+//     LockQueue and Dump, not by Lock) until leader time delay-end, and
+//     conflicting requests wait for it. Release, cancel, session close and
+//     a plain OpDelete of the node apply none. The delay is the request's
+//     LockDelayMillis, else Limits.DefaultLockDelayMillis (5 s), capped at
+//     Limits.MaxLockDelayMillis (60 s); NoLockDelay turns it off.
+//   - Events: a held lock that goes away reports EventLockReleased (release,
+//     cancel, session close) or EventLockLost (session expiry, hold TTL,
+//     OpDelete of its node), after the node's Deleted event. A waiter that
+//     leaves reports only the node's Deleted.
+//   - Timers (hold deadlines, lock-delay ends) fire only on OpNoop, in
+//     (time, revision) order. A lock past its deadline cannot be renewed
+//     (ErrLockNotHeld) but still holds until the tick removes it; the
+//     leader proposes that tick at NextTimer. Renewing a lock without a
+//     hold TTL succeeds and changes nothing.
+//   - Bounded work: one command grants at most Limits.MaxLockBatch
+//     requests (and about 256 KiB of records), and a tick fires at most as
+//     many timers (about 256 KiB of writes); every successful command
+//     carries on granting, in revision order, and NextTimer asks for a tick
+//     at once while any is left. So releasing 20,000 readers, or 10,000
+//     holds expiring together, never outgrows a badger transaction.
+//   - A failed command changes no lock state. Ending a session removes its
+//     requests in the same command (checkpointed with its nodes when huge);
+//     grants follow at the end of the command.
+//
+// The lock index (lockindex.go) is in memory, derived from the 'l' records
+// and rebuilt by Open and Restore, badger staying the source of truth.
+// Which requests are runnable but not yet granted is derived too, so a
+// crash in the middle of a checkpointed session end resumes exactly. A
+// release costs O(depth² + log n) plus the requests it makes runnable,
+// independent of the waiters behind it and of unrelated locks.
 package namespace

@@ -3,7 +3,9 @@ package namespace
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -320,5 +322,59 @@ func TestLockSetOrder(t *testing.T) {
 	}
 	if addMillis(1<<62, 1<<60) != 1<<63-1 {
 		t.Fatal("addMillis must saturate")
+	}
+}
+
+// TestLockGarbage applies lock commands with random, often invalid, fields
+// and extreme leader times: nothing may panic, and the index must always
+// match what badger holds.
+func TestLockGarbage(t *testing.T) {
+	h := newLockHarness(t, DefaultLimits())
+	sessions := []uint64{h.session(), h.session(), 0, 99}
+	rng := rand.New(rand.NewPCG(77, 1))
+	paths := []string{"/a", "/a/b", "", "a", "/a/", "/", "/a/lock-x-0000000000", "/a/b/lock-s-0000000001", "/\x00"}
+	times := []int64{-1 << 63, -5, 0, 1 << 40, 1<<63 - 1, 1<<63 - 2_000_000}
+	ops := []Op{OpLockRequest, OpLockCancel, OpLockRelease, OpLockRenew, OpNoop, OpDelete, OpSessionExpire}
+	idx, grants := h.index, 0
+	for range 1500 {
+		idx++
+		cmd := &Command{
+			Op: ops[rng.IntN(len(ops))], Path: paths[rng.IntN(len(paths))], Mode: LockMode(rng.IntN(3)),
+			Session:       sessions[rng.IntN(len(sessions))],
+			HoldTTLMillis: []int64{0, 1, -1, 1 << 41, 50}[rng.IntN(5)], LockDelayMillis: []int64{0, -1, -2, 1 << 50, 10}[rng.IntN(5)],
+			Version: AnyVersion,
+		}
+		if cmd.Op == OpSessionExpire && rng.IntN(10) != 0 {
+			cmd.Op = OpNoop
+		}
+		if rng.IntN(2) == 0 { // plausible fields, so that the lock code runs
+			cmd.Path = paths[rng.IntN(2)]
+			cmd.Mode = LockMode(rng.IntN(2))
+			cmd.Session = sessions[rng.IntN(2)]
+			cmd.HoldTTLMillis, cmd.LockDelayMillis = int64(rng.IntN(2))*50, int64(rng.IntN(3))-1
+			if cmd.Op != OpLockRequest {
+				if reqs := h.s.locks.bySession[cmd.Session]; len(reqs) > 0 {
+					cmd.Path = reqs[rng.IntN(len(reqs))].node
+				}
+			}
+		}
+		cmd.Sessions = []uint64{cmd.Session}
+		r := h.s.Apply(idx, times[rng.IntN(len(times))], cmd)
+		if errors.Is(r.Err, ErrStorage) {
+			t.Fatalf("%+v: %v", cmd, r.Err)
+		}
+		grants += len(r.Grants)
+		if cmd.Op == OpSessionExpire && r.Results[0].Err == nil {
+			idx++
+			opened := h.s.Apply(idx, 0, &Command{Op: OpSessionOpen, TTLMillis: 1000})
+			sessions[slices.Index(sessions, cmd.Session)] = opened.Session
+		}
+		if idx%50 == 0 {
+			checkLockIndex(t, h.s)
+		}
+	}
+	checkLockIndex(t, h.s)
+	if grants < 50 {
+		t.Fatalf("only %d grants: the garbage is too bad to reach the lock code", grants)
 	}
 }
