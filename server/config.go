@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
 )
 
 // Default listen addresses (DESIGN.md, Operations).
@@ -90,7 +91,44 @@ type Config struct {
 	// port can partition the cluster.
 	FaultInjection bool
 
-	// Clock stamps entries on the leader. Default time.Now.
+	// Client front (quic.go, expiry.go, watch.go).
+
+	// TLSCert and TLSKey (PEM files) are the client listener's certificate,
+	// required unless Dev: Dev without them makes a development PKI in
+	// <DataDir>/tls (its ca.pem is what `latch` trusts next to latchd --dev).
+	TLSCert, TLSKey string
+	// TLSClientCA (PEM) requires every client to present a certificate it
+	// signed (mutual TLS); the certificate's identity is recorded on the
+	// sessions the client opens and checked when they are resumed.
+	TLSClientCA string
+	// Transport tunes QUIC (frame limit, streams, idle and handshake
+	// timeouts); zero fields take session.DefaultConfig's values.
+	Transport session.Config
+	// MinSessionTTL and MaxSessionTTL bound session TTLs: a client's wish
+	// is clamped into them. Defaults 1s and 60s.
+	MinSessionTTL, MaxSessionTTL time.Duration
+	// MaxSessionsPerIdentity bounds the open sessions of one TLS identity
+	// (all clients without a certificate share ""). Default 10000.
+	MaxSessionsPerIdentity int
+	// ExpiryBatch is the most sessions one expiry command ends. Default 256.
+	ExpiryBatch int
+	// ExpiryTick is the longest the leader's reaper sleeps between looks
+	// at the lease table. Default 500ms.
+	ExpiryTick time.Duration
+	// WatchHistory is how many recent events are kept for watches that
+	// start from a past revision. Default 100000.
+	WatchHistory int
+	// WatchBuffer is how many events may wait for one watch's client;
+	// beyond it the watch ends with a Resync. Default 1024.
+	WatchBuffer int
+	// MaxWatchesPerConn bounds the watches of one connection. Default 1024.
+	MaxWatchesPerConn int
+	// MaxRequestsPerConn bounds the requests (watches included) one
+	// connection has in flight; more are refused with ErrBusy. Default 4096.
+	MaxRequestsPerConn int
+
+	// Clock stamps entries on the leader and times session leases.
+	// Default time.Now.
 	Clock func() time.Time
 	// Observer is told about every applied batch; may be nil.
 	Observer ApplyObserver
@@ -101,7 +139,7 @@ type Config struct {
 // DefaultConfig returns a configuration with every default filled in and no
 // identity: set ID, DataDir and one of Bootstrap, Join or Dev.
 func DefaultConfig() Config {
-	return Config{
+	c := Config{
 		RaftAddr:           DefaultRaftAddr,
 		ClientAddr:         DefaultClientAddr,
 		HTTPAddr:           DefaultHTTPAddr,
@@ -118,6 +156,8 @@ func DefaultConfig() Config {
 		ApplyTimeout:       10 * time.Second,
 		Clock:              time.Now,
 	}
+	frontDefaults(&c)
+	return c
 }
 
 // Validate returns an error naming the first bad field, wrapping ErrBadConfig.
@@ -214,7 +254,7 @@ func (c *Config) Validate() error {
 	case c.Clock == nil:
 		return bad("Clock", "required (use time.Now)")
 	}
-	return nil
+	return c.validateFront()
 }
 
 // checkDialable rejects addresses another member could not dial: no port,

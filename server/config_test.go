@@ -11,6 +11,7 @@ func TestConfigValidate(t *testing.T) {
 	valid := func() Config {
 		c := DefaultConfig()
 		c.ID, c.DataDir = "n1", "/tmp/x"
+		c.TLSCert, c.TLSKey = "/tmp/x/cert.pem", "/tmp/x/key.pem"
 		return c
 	}
 	if c := valid(); c.Validate() != nil {

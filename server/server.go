@@ -30,6 +30,7 @@ type Server struct {
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
 	faults    *faultLayer // raft's stream layer with Config.FaultInjection; else nil
+	front     *front      // the client listener, dispatch, watches, leases (quic.go)
 	fsm       *fsm
 	raft      *raft.Raft
 	metrics   *serverMetrics
@@ -107,6 +108,7 @@ func withDefaults(cfg Config) Config {
 	setIfZero(&cfg.TrailingLogs, def.TrailingLogs)
 	setIfZero(&cfg.SnapshotRetain, def.SnapshotRetain)
 	setIfZero(&cfg.ApplyTimeout, def.ApplyTimeout)
+	frontDefaults(&cfg)
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
 	}
@@ -181,6 +183,9 @@ func (s *Server) open() error {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
 	s.fsm = newFSM(s.store, cfg.Observer)
+	if err := s.openFront(); err != nil {
+		return err
+	}
 	s.metrics = newServerMetrics(s)
 	return nil
 }
@@ -195,7 +200,7 @@ func (s *Server) SetObserver(o ApplyObserver) {
 		panic("latch: SetObserver after Start")
 	}
 	s.cfg.Observer = o
-	s.fsm.observer = o
+	s.fsm.observer = s.applyObservers(o)
 }
 
 // Start starts raft, bootstraps a new cluster when configured to, and starts
@@ -245,6 +250,7 @@ func (s *Server) Start() error {
 	})
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
+	s.startFront()
 	s.log.Info("member started", "raft_addr", s.raftAddr, "http_addr", s.httpAddr,
 		"client_addr", s.cfg.ClientAddr, "existing_state", hasState, "applied_index", s.store.AppliedIndex())
 	return nil
@@ -332,6 +338,7 @@ func (s *Server) Close() error {
 	close(s.stop)
 	s.cancel()
 	s.mu.Unlock()
+	s.closeFront() // clients hear ConnShutdown before raft goes away
 
 	var errs []error
 	if s.raft != nil {
@@ -361,6 +368,7 @@ func (s *Server) Close() error {
 // closeResources closes whatever open managed to open.
 func (s *Server) closeResources() error {
 	var errs []error
+	s.closeFront()
 	if s.httpLn != nil && s.httpSrv == nil {
 		s.httpLn.Close()
 	}

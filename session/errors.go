@@ -29,13 +29,16 @@ var (
 	ErrTooManySessions = errors.New("latch: too many sessions")
 	ErrTimeout         = errors.New("latch: timeout")
 	ErrCanceled        = errors.New("latch: canceled")
-	ErrWouldDeadlock   = errors.New("latch: lock would deadlock with a lock this session holds")
-	ErrNotHeld         = errors.New("latch: lock not held")
-	ErrInternal        = errors.New("latch: internal error")
-	ErrUnknownCode     = errors.New("latch: unknown error code")
-	ErrStreamClosed    = errors.New("latch: stream closed")
-	ErrBadConfig       = errors.New("latch: bad transport config")
-	ErrBadCert         = errors.New("latch: bad certificate")
+	// ErrBusy: the connection has as many requests in flight as the
+	// server serves at once; retry when some have finished.
+	ErrBusy          = errors.New("latch: server busy")
+	ErrWouldDeadlock = errors.New("latch: lock would deadlock with a lock this session holds")
+	ErrNotHeld       = errors.New("latch: lock not held")
+	ErrInternal      = errors.New("latch: internal error")
+	ErrUnknownCode   = errors.New("latch: unknown error code")
+	ErrStreamClosed  = errors.New("latch: stream closed")
+	ErrBadConfig     = errors.New("latch: bad transport config")
+	ErrBadCert       = errors.New("latch: bad certificate")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -75,6 +78,7 @@ const (
 	CodeTooManySessions Code = 30
 	CodeTimeout         Code = 31
 	CodeCanceled        Code = 32
+	CodeBusy            Code = 33
 
 	// Lock errors.
 	CodeWouldDeadlock Code = 40
@@ -116,6 +120,7 @@ var codeTable = []struct {
 	{CodeTooManySessions, ErrTooManySessions, "TooManySessions"},
 	{CodeTimeout, ErrTimeout, "Timeout"},
 	{CodeCanceled, ErrCanceled, "Canceled"},
+	{CodeBusy, ErrBusy, "Busy"},
 	{CodeWouldDeadlock, ErrWouldDeadlock, "WouldDeadlock"},
 	{CodeNotHeld, ErrNotHeld, "NotHeld"},
 	{CodeInternal, ErrInternal, "Internal"},

@@ -53,6 +53,7 @@ type options struct {
 	snapshotInterval                  time.Duration
 	logLevel, logFormat               string
 	faultInjection                    bool
+	tlsCert, tlsKey, tlsClientCA      string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -75,6 +76,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "client listener certificate (PEM); required unless --dev, which makes a dev PKI in <data-dir>/tls")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so `latch chaos` can cut raft traffic (tests only: never in production)")
 }
 
@@ -173,6 +177,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout/2)
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
 }

@@ -105,7 +105,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("--dev config = %+v", cfg)
 	}
 	cfg, err = parse(t, "--id", "n1", "--data-dir", "/d", "--bootstrap", "n1=10.0.0.1:7421, n2=10.0.0.2:7421",
-		"--heartbeat-timeout", "200ms", "--election-timeout", "300ms")
+		"--heartbeat-timeout", "200ms", "--election-timeout", "300ms", "--tls-cert", "/c.pem", "--tls-key", "/k.pem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestConfigFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "latchd.json")
 	os.WriteFile(path, []byte(`{"id": "n1", "data-dir": "/from-file", "bootstrap": ["n1=10.0.0.1:7421", "n2=10.0.0.2:7421"],
 		"http-addr": "10.0.0.1:7422", "snapshot-threshold": 100}`), 0o600)
-	cfg, err := parse(t, "--config", path, "--data-dir", "/from-flag")
+	cfg, err := parse(t, "--config", path, "--data-dir", "/from-flag", "--tls-cert", "/c.pem", "--tls-key", "/k.pem")
 	if err != nil {
 		t.Fatal(err)
 	}

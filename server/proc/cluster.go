@@ -3,13 +3,19 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latch-io/latch/session"
 )
 
 // Cluster is a set of latchd processes bootstrapped together.
 type Cluster struct {
 	Nodes []*Node
+	// Certs is the development PKI of the members' client listeners: a
+	// client trusts Certs.CA.
+	Certs session.DevCerts
 }
 
 // StartCluster starts n members n1..nn with --bootstrap naming all of them
@@ -17,6 +23,10 @@ type Cluster struct {
 func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{}
+	var err error
+	if c.Certs, err = session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls")); err != nil {
+		t.Fatalf("proc: %v", err)
+	}
 	var peers []string
 	for i := 0; i < n; i++ {
 		nd := NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1)})
@@ -24,7 +34,8 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 		peers = append(peers, nd.ID+"="+nd.RaftAddr)
 	}
 	for _, nd := range c.Nodes {
-		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ",")}, args...)
+		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
+			"--tls-cert", c.Certs.ServerCert, "--tls-key", c.Certs.ServerKey}, args...)
 		nd.Start(t)
 	}
 	for _, nd := range c.Nodes {

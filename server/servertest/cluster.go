@@ -15,6 +15,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/session"
 )
 
 // Options tune a test cluster. The zero value (or nil) is a cluster with
@@ -32,6 +33,7 @@ type Options struct {
 type Cluster struct {
 	t     testing.TB
 	opts  Options
+	certs session.DevCerts // one PKI for every member's client listener
 	mu    sync.Mutex
 	nodes []*node
 }
@@ -52,14 +54,19 @@ const (
 )
 
 // Config returns a test member's configuration before Options.Configure:
-// free ports on 127.0.0.1 for raft and HTTP, data in dir, test timings.
+// free ports on 127.0.0.1 for raft, HTTP and clients (QUIC), data in dir,
+// a development PKI in dir/tls for the client listener, test timings.
 func Config(id, dir string, logger *slog.Logger) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.ID = id
 	cfg.DataDir = dir
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.ClientAddr = "127.0.0.1:7420" // nothing listens in these tests; used for redirects
+	cfg.ClientAddr = "127.0.0.1:0"
+	// On failure TLSCert stays empty and server.New says so.
+	if certs, err := session.EnsureDevCerts(filepath.Join(dir, "tls")); err == nil {
+		cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
+	}
 	cfg.HeartbeatTimeout = HeartbeatTimeout
 	cfg.ElectionTimeout = ElectionTimeout
 	cfg.LeaderLeaseTimeout = LeaderLeaseTimeout
@@ -104,10 +111,15 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 	// close before their directories are removed.
 	root := t.TempDir()
 	t.Cleanup(c.Close)
+	var err error
+	if c.certs, err = session.EnsureDevCerts(filepath.Join(root, "tls")); err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
 	var peers []server.Peer
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("n%d", i+1)
 		cfg := Config(id, filepath.Join(root, id), c.opts.Logger)
+		cfg.TLSCert, cfg.TLSKey = c.certs.ServerCert, c.certs.ServerKey
 		if c.opts.Configure != nil {
 			c.opts.Configure(i, &cfg)
 		}
@@ -116,7 +128,7 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 			t.Fatalf("servertest: new %s: %v", id, err)
 		}
 		// Restarts must come back on the same addresses: peers know them.
-		cfg.RaftAddr, cfg.HTTPAddr = s.RaftAddr(), s.HTTPAddr()
+		cfg.RaftAddr, cfg.HTTPAddr, cfg.ClientAddr = s.RaftAddr(), s.HTTPAddr(), s.ClientAddr()
 		c.nodes = append(c.nodes, &node{cfg: cfg, server: s})
 		peers = append(peers, server.Peer{ID: id, RaftAddr: s.RaftAddr()})
 	}
@@ -132,6 +144,10 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 	}
 	return c
 }
+
+// Certs returns the development PKI of the members' client listeners
+// (unless Options.Configure replaced it): a client trusts Certs().CA.
+func (c *Cluster) Certs() session.DevCerts { return c.certs }
 
 // N returns the number of members, running or stopped.
 func (c *Cluster) N() int { return len(c.nodes) }
@@ -183,7 +199,7 @@ func (c *Cluster) Restart(i int) {
 	cfg := nd.cfg
 	if c.opts.Configure != nil {
 		c.opts.Configure(i, &cfg)
-		cfg.RaftAddr, cfg.HTTPAddr = nd.cfg.RaftAddr, nd.cfg.HTTPAddr
+		cfg.RaftAddr, cfg.HTTPAddr, cfg.ClientAddr = nd.cfg.RaftAddr, nd.cfg.HTTPAddr, nd.cfg.ClientAddr
 	}
 	var s *server.Server
 	var err error

@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// register installs the handlers of every message type this member serves.
+// Another part of the server (locks) adds its own with handleUnary and
+// handleStream before Start.
+func (f *front) register() {
+	f.unary = map[session.MsgType]unaryHandler{}
+	f.strm = map[session.MsgType]streamHandler{}
+	f.handleUnary(session.MsgHello, func(_ context.Context, c *clientConn, _ *session.Request) (*session.Response, error) {
+		return c.helloResponse(), nil // a repeated Hello is harmless
+	})
+	f.handleUnary(session.MsgOpenSession, f.openSession)
+	f.handleUnary(session.MsgResumeSession, f.resumeSession)
+	f.handleUnary(session.MsgKeepAlive, f.keepAlive)
+	f.handleUnary(session.MsgCloseSession, f.closeSession)
+
+	f.handleUnary(session.MsgGet, f.get)
+	f.handleUnary(session.MsgStat, f.stat)
+	f.handleUnary(session.MsgExists, f.exists)
+	f.handleUnary(session.MsgChildren, f.children)
+	f.handleUnary(session.MsgSync, f.sync)
+	f.handleUnary(session.MsgSessions, f.sessions)
+	f.handleUnary(session.MsgMembers, f.members)
+	f.handleUnary(session.MsgStatus, f.status)
+
+	f.handleUnary(session.MsgCreate, f.create)
+	f.handleUnary(session.MsgSet, f.set)
+	f.handleUnary(session.MsgDelete, f.delete)
+	f.handleUnary(session.MsgMulti, f.multi)
+
+	f.handleStream(session.MsgWatch, f.serveWatch)
+}
+
+// handleUnary makes h the handler of requests of type t.
+func (f *front) handleUnary(t session.MsgType, h unaryHandler) {
+	delete(f.strm, t)
+	f.unary[t] = h
+}
+
+// handleStream makes h the handler of streaming requests of type t.
+func (f *front) handleStream(t session.MsgType, h streamHandler) {
+	delete(f.unary, t)
+	f.strm[t] = h
+}
+
+// readAt makes a read linearizable unless it asked for Stale, and returns
+// the revision to answer with: the applied index before the read, so that
+// watching from it misses nothing that the read did not see.
+func (f *front) readAt(ctx context.Context, req *session.Request) (uint64, error) {
+	if !req.Stale {
+		if err := f.s.LinearizableRead(ctx); err != nil {
+			return 0, err
+		}
+	} else if err := f.s.running(); err != nil {
+		return 0, err
+	}
+	return f.s.fsmApplied(), nil
+}
+
+func (f *front) get(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	data, st, err := f.s.store.Get(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Data: data, Stat: st, Rev: rev}, nil
+}
+
+func (f *front) stat(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.s.store.Stat(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Stat: st, Rev: rev}, nil
+}
+
+func (f *front) exists(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ok, st, err := f.s.store.Exists(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Exists: ok, Stat: st, Rev: rev}, nil
+}
+
+func (f *front) children(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	names, more, err := f.s.store.Children(req.Path, req.After, int(req.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Names: names, More: more, Rev: rev}, nil
+}
+
+func (f *front) sync(ctx context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+	if err := f.s.LinearizableRead(ctx); err != nil {
+		return nil, err
+	}
+	return &session.Response{Rev: f.s.fsmApplied()}, nil
+}
+
+// propose commits cmd and turns a namespace rejection into the error.
+func (f *front) propose(ctx context.Context, cmd *namespace.Command) (*namespace.Result, error) {
+	res, err := f.s.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.Err
+}
+
+// checkData refuses data the namespace would refuse, before it costs a log
+// entry.
+func (f *front) checkData(data []byte) error {
+	if max := f.s.cfg.Limits.MaxDataBytes; len(data) > max {
+		return fmt.Errorf("%w: %d bytes > %d", namespace.ErrDataTooLarge, len(data), max)
+	}
+	return nil
+}
+
+func (f *front) create(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if err := f.checkData(req.Data); err != nil {
+		return nil, err
+	}
+	res, err := f.propose(ctx, &namespace.Command{
+		Op: namespace.OpCreate, Path: req.Path, Data: req.Data, Flags: req.Flags, Session: req.Session,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Path: res.Path, Stat: res.Stat, Rev: res.Index}, nil
+}
+
+func (f *front) set(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if err := f.checkData(req.Data); err != nil {
+		return nil, err
+	}
+	res, err := f.propose(ctx, &namespace.Command{
+		Op: namespace.OpSet, Path: req.Path, Data: req.Data, Version: req.Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Stat: res.Stat, Rev: res.Index}, nil
+}
+
+func (f *front) delete(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if req.Recursive {
+		// Deleting a subtree in one command could exceed any bound; the
+		// client deletes child by child (client/doc.go).
+		return nil, fmt.Errorf("%w: recursive delete is done by the client, node by node", namespace.ErrBadCommand)
+	}
+	res, err := f.propose(ctx, &namespace.Command{Op: namespace.OpDelete, Path: req.Path, Version: req.Version})
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Rev: res.Index}, nil
+}
+
+func (f *front) multi(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if max := f.s.cfg.Limits.MaxMultiOps; len(req.Ops) > max {
+		return nil, fmt.Errorf("%w: %d > %d", namespace.ErrTooManyOps, len(req.Ops), max)
+	}
+	cmd := &namespace.Command{Op: namespace.OpMulti, Ops: make([]namespace.Command, len(req.Ops))}
+	for i, op := range req.Ops {
+		switch op.Type {
+		case namespace.OpCreate, namespace.OpSet, namespace.OpDelete, namespace.OpCheck:
+		default:
+			return nil, fmt.Errorf("%w: multi op %d: %v is not allowed in multi", namespace.ErrBadCommand, i, op.Type)
+		}
+		if err := f.checkData(op.Data); err != nil {
+			return nil, fmt.Errorf("multi op %d: %w", i, err)
+		}
+		cmd.Ops[i] = namespace.Command{
+			Op: op.Type, Path: op.Path, Data: op.Data, Flags: op.Flags, Version: op.Version, Session: req.Session,
+		}
+	}
+	res, err := f.s.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	resp := &session.Response{Rev: res.Index, Results: make([]session.OpResult, len(res.Results))}
+	for i := range res.Results {
+		r := &res.Results[i]
+		out := &resp.Results[i]
+		out.Path, out.Stat = r.Path, r.Stat
+		if r.Err != nil {
+			out.Code, out.Message = session.CodeOf(r.Err), r.Err.Error()
+		}
+	}
+	return resp, res.Err
+}
+
+// maxListedSessions bounds a Sessions answer well inside the frame limit;
+// More says the list was cut.
+const maxListedSessions = 10000
+
+func (f *front) sessions(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	all, err := f.s.store.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	resp := &session.Response{Rev: rev}
+	budget := f.s.cfg.Transport.MaxFrameSize / 2
+	for _, si := range all {
+		if len(resp.Sessions) == maxListedSessions || budget < 64+len(si.Identity) {
+			resp.More = true
+			break
+		}
+		budget -= 64 + len(si.Identity)
+		resp.Sessions = append(resp.Sessions, session.SessionInfo{
+			ID: si.ID, TTLMillis: si.TTLMillis, Identity: si.Identity, OpenRev: si.OpenRev, OpenTime: si.OpenTime,
+			ExpiresInMillis: f.keep.expiresIn(si.ID).Milliseconds(),
+		})
+	}
+	return resp, nil
+}
+
+func (f *front) members(_ context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+	ms, err := f.s.Members()
+	if err != nil {
+		return nil, err
+	}
+	_, leader := f.s.Leader()
+	return &session.Response{Members: memberInfos(ms), Leader: leader}, nil
+}
+
+func memberInfos(ms []MemberStatus) []session.MemberInfo {
+	out := make([]session.MemberInfo, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, session.MemberInfo{
+			ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr,
+			Leader: m.Leader, Voter: m.Suffrage == "voter",
+		})
+	}
+	return out
+}
+
+func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+	st, err := f.s.Status()
+	if err != nil {
+		return nil, err
+	}
+	info := &session.StatusInfo{
+		ID:           st.ID,
+		State:        st.State,
+		Term:         st.Term,
+		CommitIndex:  st.CommitIndex,
+		AppliedIndex: st.AppliedIndex,
+		LastIndex:    st.LastLogIndex,
+		Sessions:     int64(f.keep.sessions()),
+		Watches:      int64(f.hub.watchers()),
+		Stats: map[string]string{
+			"leader_id":         st.LeaderID,
+			"ready":             fmt.Sprint(st.Ready),
+			"snapshot_index":    fmt.Sprint(st.SnapshotIndex),
+			"snapshot_restores": fmt.Sprint(st.SnapshotRestores),
+			"client_addr":       st.ClientAddr,
+			"raft_addr":         st.RaftAddr,
+			"http_addr":         st.HTTPAddr,
+			"connections":       fmt.Sprint(f.connections()),
+		},
+	}
+	_, leader := f.s.Leader()
+	return &session.Response{Status: info, Members: memberInfos(st.Members), Leader: leader}, nil
+}
+
+func (f *front) connections() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}

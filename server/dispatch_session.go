@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// secretLen is the size of a session secret: 128 random bits.
+const secretLen = 16
+
+// maxKeepAliveBatch bounds the sessions one KeepAlive may renew.
+const maxKeepAliveBatch = 16384
+
+// grantTTL clamps a client's TTL wish into [MinSessionTTL, MaxSessionTTL]
+// (ZooKeeper's negotiation): the client learns the granted TTL from the
+// answer. 0 asks for the server's choice, the middle of the range kept at
+// or below 10s.
+func (f *front) grantTTL(millis int64) (time.Duration, error) {
+	lo, hi := f.s.cfg.MinSessionTTL, f.s.cfg.MaxSessionTTL
+	switch {
+	case millis < 0:
+		return 0, fmt.Errorf("%w: session TTL %dms is negative", namespace.ErrBadCommand, millis)
+	case millis == 0:
+		return min(max(10*time.Second, lo), hi), nil
+	}
+	if millis > int64(hi/time.Millisecond) {
+		return hi, nil
+	}
+	return max(time.Duration(millis)*time.Millisecond, lo), nil
+}
+
+func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if err := f.keep.serving(); err != nil {
+		return nil, err
+	}
+	ttl, err := f.grantTTL(req.TTLMillis)
+	if err != nil {
+		return nil, err
+	}
+	release, err := f.keep.reserve(c.identity)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	secret := make([]byte, secretLen)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("%w: session secret: %v", session.ErrInternal, err)
+	}
+	res, err := f.propose(ctx, &namespace.Command{
+		Op: namespace.OpSessionOpen, Secret: secret, TTLMillis: ttl.Milliseconds(), Identity: c.identity,
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.keep.opened(res.Session, ttl, c.identity)
+	c.attach(res.Session)
+	return &session.Response{Session: res.Session, Secret: secret, TTLMillis: ttl.Milliseconds(), Rev: res.Index}, nil
+}
+
+// resumeSession attaches an existing session to this connection: the
+// client reconnected, or followed a new leader. It also renews the lease,
+// since the client just proved it is alive.
+func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if err := f.keep.serving(); err != nil {
+		return nil, err
+	}
+	si, err := f.s.store.Session(req.Session)
+	if errors.Is(err, namespace.ErrNoSession) {
+		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The identity check keeps a secret stolen from one mTLS client from
+	// working for another; it is not a substitute for the secret.
+	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.identity) {
+		return nil, fmt.Errorf("%w: session %d", session.ErrBadSecret, req.Session)
+	}
+	ttl, ok := f.keep.renew(req.Session)
+	if !ok {
+		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
+	}
+	c.attach(req.Session)
+	return &session.Response{Session: req.Session, TTLMillis: ttl.Milliseconds()}, nil
+}
+
+// keepAlive renews leases in the leader's memory; it never proposes.
+func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if err := f.keep.serving(); err != nil {
+		return nil, err
+	}
+	renew := func(id uint64) (time.Duration, error) {
+		if err := c.checkSession(id); err != nil {
+			return 0, err
+		}
+		if id == 0 {
+			return 0, fmt.Errorf("%w: keepalive names no session", session.ErrUnknownSession)
+		}
+		ttl, ok := f.keep.renew(id)
+		if !ok {
+			return 0, fmt.Errorf("%w: session %d", session.ErrSessionExpired, id)
+		}
+		return ttl, nil
+	}
+	if len(req.Sessions) == 0 {
+		ttl, err := renew(req.Session)
+		if err != nil {
+			return nil, err
+		}
+		return &session.Response{TTLMillis: ttl.Milliseconds()}, nil
+	}
+	if len(req.Sessions) >= maxKeepAliveBatch {
+		return nil, fmt.Errorf("%w: %d sessions in one keepalive, max %d", session.ErrMalformed, len(req.Sessions)+1, maxKeepAliveBatch)
+	}
+	resp := &session.Response{KeepAlives: make([]session.KeepAliveResult, 0, len(req.Sessions)+1)}
+	for _, id := range append([]uint64{req.Session}, req.Sessions...) {
+		r := session.KeepAliveResult{Session: id}
+		if ttl, err := renew(id); err != nil {
+			r.Code, r.Message = session.CodeOf(err), err.Error()
+		} else {
+			r.TTLMillis = ttl.Milliseconds()
+		}
+		resp.KeepAlives = append(resp.KeepAlives, r)
+	}
+	return resp, nil
+}
+
+func (f *front) closeSession(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if req.Session == 0 {
+		return nil, fmt.Errorf("%w: close names no session", session.ErrUnknownSession)
+	}
+	if err := f.keep.serving(); err != nil {
+		return nil, err
+	}
+	res, err := f.propose(ctx, &namespace.Command{Op: namespace.OpSessionClose, Session: req.Session})
+	if errors.Is(err, namespace.ErrNoSession) {
+		c.detach(req.Session)
+		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.detach(req.Session)
+	return &session.Response{Rev: res.Index}, nil
+}

@@ -1,0 +1,285 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// leaseKeeper is the leader's view of sessions: their lease deadlines
+// (session.LeaseTable, renewed by keepalives without touching the log),
+// each session's identity for the per-identity limit, and the reaper that
+// commits the expiry of sessions whose lease ran out. It serves only
+// while this member is the ready leader and the table was loaded in its
+// current term.
+type leaseKeeper struct {
+	s     *Server
+	clock session.Clock
+	table *session.LeaseTable
+
+	mu       sync.Mutex
+	ready    bool   // table loaded for term
+	term     uint64 // leadership term the table was loaded in
+	identity map[uint64]string
+	count    map[string]int // open sessions per identity
+	pending  map[string]int // opens in flight per identity
+}
+
+// clockFunc adapts Config.Clock to session.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+func newLeaseKeeper(s *Server, now func() time.Time) *leaseKeeper {
+	clock := clockFunc(now)
+	return &leaseKeeper{
+		s:        s,
+		clock:    clock,
+		table:    session.NewLeaseTable(clock),
+		identity: map[uint64]string{},
+		count:    map[string]int{},
+		pending:  map[string]int{},
+	}
+}
+
+// serving returns nil when session requests may be served here: this
+// member is the ready leader and its lease table was reset in this term.
+// A leader still loading answers ErrNoLeader, which clients retry.
+func (k *leaseKeeper) serving() error {
+	if err := k.s.running(); err != nil {
+		return err
+	}
+	ready, term, _ := k.s.leader.get()
+	if !ready || !k.s.IsLeader() {
+		return k.s.notLeader()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.ready || k.term != term {
+		return fmt.Errorf("%w: the new leader is loading sessions", session.ErrNoLeader)
+	}
+	return nil
+}
+
+// reserve takes a slot for a session of identity, failing with
+// ErrTooManySessions when the identity has MaxSessionsPerIdentity open or
+// being opened. The release func gives an unused slot back.
+func (k *leaseKeeper) reserve(identity string) (release func(), err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	limit := k.s.cfg.MaxSessionsPerIdentity
+	if k.count[identity]+k.pending[identity] >= limit {
+		return nil, fmt.Errorf("%w: identity %q has %d sessions, the limit", session.ErrTooManySessions, identity, limit)
+	}
+	k.pending[identity]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			k.mu.Lock()
+			if k.pending[identity]--; k.pending[identity] <= 0 {
+				delete(k.pending, identity)
+			}
+			k.mu.Unlock()
+		})
+	}, nil
+}
+
+// opened starts the lease of a session whose open just committed.
+func (k *leaseKeeper) opened(id uint64, ttl time.Duration, identity string) {
+	k.mu.Lock()
+	if _, ok := k.identity[id]; !ok {
+		k.identity[id] = identity
+		k.count[identity]++
+	}
+	k.mu.Unlock()
+	k.table.Add(id, ttl)
+}
+
+// gone forgets a session whose close or expiry was applied.
+func (k *leaseKeeper) gone(id uint64) {
+	k.table.Remove(id)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	identity, ok := k.identity[id]
+	if !ok {
+		return
+	}
+	delete(k.identity, id)
+	if k.count[identity]--; k.count[identity] <= 0 {
+		delete(k.count, identity)
+	}
+}
+
+// Applied forgets the sessions a batch ended. It runs on the FSM goroutine
+// of every member; on a follower the table is idle and this is cheap.
+func (k *leaseKeeper) Applied(results []*namespace.Result) {
+	for _, r := range results {
+		for _, ev := range r.Events {
+			if ev.Type == namespace.EventSessionClosed || ev.Type == namespace.EventSessionExpired {
+				k.gone(ev.Session)
+			}
+		}
+	}
+}
+
+// renew extends id's lease; false when it is unknown or expiring.
+func (k *leaseKeeper) renew(id uint64) (time.Duration, bool) { return k.table.Renew(id) }
+
+// expiresIn is the lease id has left as this member sees it (0 when it is
+// not the serving leader or does not know id).
+func (k *leaseKeeper) expiresIn(id uint64) time.Duration {
+	if k.serving() != nil {
+		return 0
+	}
+	deadline, _, ok := k.table.Deadline(id)
+	if !ok {
+		return 0
+	}
+	return max(deadline.Sub(k.clock.Now()), 0)
+}
+
+// sessions is the number of sessions whose leases this member keeps (0 unless
+// it is the leader).
+func (k *leaseKeeper) sessions() int {
+	if k.serving() != nil {
+		return 0
+	}
+	return k.table.Len()
+}
+
+// run follows leadership until stop: on every term won it loads the
+// sessions and reaps them until the term ends.
+func (k *leaseKeeper) run(stop <-chan struct{}) {
+	sub, cancel := k.s.SubscribeLeadership()
+	defer cancel()
+	leader := false
+	for {
+		if !leader {
+			select {
+			case <-stop:
+				return
+			case leader = <-sub:
+				continue
+			}
+		}
+		leader = k.lead(stop, sub)
+	}
+}
+
+// unready stops serving session requests.
+func (k *leaseKeeper) unready() {
+	k.mu.Lock()
+	k.ready = false
+	k.mu.Unlock()
+}
+
+// lead loads the sessions for the current term and runs the reaper. It
+// returns whether leadership was (re)gained meanwhile, which makes run
+// load again for the new term.
+func (k *leaseKeeper) lead(stop <-chan struct{}, sub <-chan bool) bool {
+	defer k.unready()
+	if err := k.load(); err != nil {
+		k.s.log.Error("cannot load sessions; retrying", "err", err)
+		select {
+		case <-stop:
+			return false
+		case l := <-sub:
+			return l
+		case <-time.After(k.s.cfg.ExpiryTick):
+			return k.s.IsLeader()
+		}
+	}
+	tick := k.s.cfg.ExpiryTick
+	timer := time.NewTimer(tick)
+	defer timer.Stop()
+	for {
+		if !k.reap(stop) {
+			return k.s.IsLeader()
+		}
+		wait := tick
+		if deadline, ok := k.table.NextDeadline(); ok {
+			wait = min(max(deadline.Sub(k.clock.Now()), 0), tick)
+		}
+		timer.Reset(wait)
+		select {
+		case <-stop:
+			return false
+		case l := <-sub:
+			// false: the term ended. true: a new term began without an
+			// observed loss (leadership publishes false first, but a slow
+			// reader sees only the latest): load again.
+			return l
+		case <-k.table.Wake():
+		case <-timer.C:
+		}
+	}
+}
+
+// load gives every session in the namespace a full TTL from now (the old
+// leader's deadlines are unknown, so none may expire earlier than a TTL
+// after its last possible keepalive) and starts serving.
+func (k *leaseKeeper) load() error {
+	_, term, _ := k.s.leader.get()
+	all, err := k.s.store.Sessions()
+	if err != nil {
+		return err
+	}
+	ttls := make(map[uint64]time.Duration, len(all))
+	identity := make(map[uint64]string, len(all))
+	count := map[string]int{}
+	for _, si := range all {
+		ttls[si.ID] = time.Duration(si.TTLMillis) * time.Millisecond
+		identity[si.ID] = si.Identity
+		count[si.Identity]++
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.table.ResetAll(ttls)
+	k.identity, k.count = identity, count
+	k.ready, k.term = true, term
+	k.s.log.Info("sessions loaded", "sessions", len(all), "term", term)
+	return nil
+}
+
+// reap commits the expiry of every session past its deadline, in batches
+// of ExpiryBatch. It returns false when this member can no longer propose
+// (it lost leadership or is stopping).
+func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
+	for {
+		ids := k.table.Expired(k.s.cfg.ExpiryBatch)
+		if len(ids) == 0 {
+			return true
+		}
+		ctx, cancel := context.WithTimeout(k.s.ctx, k.s.cfg.ApplyTimeout)
+		res, err := k.s.Propose(ctx, &namespace.Command{Op: namespace.OpSessionExpire, Sessions: ids})
+		cancel()
+		if err == nil && res.Err != nil {
+			err = res.Err
+		}
+		if err != nil {
+			// Not committed, or perhaps committed: either way the ids go
+			// back, and expiring one that is already gone is harmless.
+			k.table.Requeue(ids)
+			var nl *NotLeaderError
+			if errors.As(err, &nl) || errors.Is(err, ErrClosed) {
+				return false
+			}
+			k.s.log.Warn("session expiry not committed; retrying", "sessions", len(ids), "err", err)
+			select {
+			case <-stop:
+				return false
+			case <-time.After(k.s.cfg.ExpiryTick):
+			}
+			continue
+		}
+		for _, id := range ids {
+			k.gone(id) // also for sessions that were gone already
+		}
+		k.s.log.Debug("sessions expired", "sessions", len(ids), "rev", res.Index)
+	}
+}

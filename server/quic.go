@@ -1,0 +1,470 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// Client-front defaults (see the Config fields of the same names).
+const (
+	DefaultMinSessionTTL          = time.Second
+	DefaultMaxSessionTTL          = 60 * time.Second
+	DefaultMaxSessionsPerIdentity = 10000
+	DefaultExpiryBatch            = 256
+	DefaultExpiryTick             = 500 * time.Millisecond
+	DefaultWatchHistory           = 100000
+	DefaultWatchBuffer            = 1024
+	DefaultMaxWatchesPerConn      = 1024
+	DefaultMaxRequestsPerConn     = 4096
+)
+
+// requestReadTimeout bounds how long a stream may take to deliver its one
+// request frame: a client that opens streams and sends nothing holds no
+// goroutine for longer.
+const requestReadTimeout = 10 * time.Second
+
+// versionCloseGrace is how long the server waits, after answering a Hello
+// it refuses, for the client to read the answer and close before it closes
+// the connection itself.
+const versionCloseGrace = time.Second
+
+// devTLSDir is where Dev keeps its development PKI, under DataDir. The CLI
+// looks for ./latch-data/tls/ca.pem next to `latchd --dev`.
+const devTLSDir = "tls"
+
+// frontDefaults fills the client-front fields of cfg left zero.
+func frontDefaults(cfg *Config) {
+	setIfZero(&cfg.MinSessionTTL, DefaultMinSessionTTL)
+	setIfZero(&cfg.MaxSessionTTL, DefaultMaxSessionTTL)
+	setIfZero(&cfg.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
+	setIfZero(&cfg.ExpiryBatch, DefaultExpiryBatch)
+	setIfZero(&cfg.ExpiryTick, DefaultExpiryTick)
+	setIfZero(&cfg.WatchHistory, DefaultWatchHistory)
+	setIfZero(&cfg.WatchBuffer, DefaultWatchBuffer)
+	setIfZero(&cfg.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	setIfZero(&cfg.MaxRequestsPerConn, DefaultMaxRequestsPerConn)
+	// Fill the transport's defaults here too, so the front reads real
+	// values (the handshake timeout bounds the wait for Hello).
+	def := session.DefaultConfig()
+	setIfZero(&cfg.Transport.MaxFrameSize, def.MaxFrameSize)
+	setIfZero(&cfg.Transport.MaxIncomingStreams, def.MaxIncomingStreams)
+	setIfZero(&cfg.Transport.KeepAlivePeriod, def.KeepAlivePeriod)
+	setIfZero(&cfg.Transport.MaxIdleTimeout, def.MaxIdleTimeout)
+	setIfZero(&cfg.Transport.HandshakeTimeout, def.HandshakeTimeout)
+}
+
+// validateFront checks the client-front fields of c.
+func (c *Config) validateFront() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case !c.Dev && c.TLSCert == "":
+		return bad("TLSCert", "required unless Dev (clients always speak TLS 1.3)")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return bad("TLSKey", "TLSCert and TLSKey go together")
+	case c.TLSClientCA != "" && c.TLSCert == "" && !c.Dev:
+		return bad("TLSClientCA", "needs TLSCert and TLSKey")
+	case c.MinSessionTTL <= 0:
+		return bad("MinSessionTTL", "%v must be positive", c.MinSessionTTL)
+	case c.MaxSessionTTL < c.MinSessionTTL:
+		return bad("MaxSessionTTL", "%v is below MinSessionTTL %v", c.MaxSessionTTL, c.MinSessionTTL)
+	case c.MaxSessionsPerIdentity < 1:
+		return bad("MaxSessionsPerIdentity", "%d must be at least 1", c.MaxSessionsPerIdentity)
+	case c.ExpiryBatch < 1:
+		return bad("ExpiryBatch", "%d must be at least 1", c.ExpiryBatch)
+	case c.ExpiryTick < time.Millisecond:
+		return bad("ExpiryTick", "%v is below 1ms", c.ExpiryTick)
+	case c.WatchHistory < 1:
+		return bad("WatchHistory", "%d must be at least 1", c.WatchHistory)
+	case c.WatchBuffer < 1:
+		return bad("WatchBuffer", "%d must be at least 1", c.WatchBuffer)
+	case c.MaxRequestsPerConn < 2:
+		return bad("MaxRequestsPerConn", "%d must be at least 2", c.MaxRequestsPerConn)
+	case c.MaxWatchesPerConn < 1 || c.MaxWatchesPerConn >= c.MaxRequestsPerConn:
+		return bad("MaxWatchesPerConn", "%d must be in [1, MaxRequestsPerConn %d)", c.MaxWatchesPerConn, c.MaxRequestsPerConn)
+	}
+	if err := c.Transport.Validate(); err != nil {
+		return bad("Transport", "%v", err)
+	}
+	return nil
+}
+
+// front is a member's client side: the QUIC listener, one goroutine per
+// connection and per request stream, the request handlers, the watch hub
+// and the leader's lease keeper.
+type front struct {
+	s   *Server
+	log *slog.Logger
+
+	ln    *session.Listener
+	hub   *watchHub
+	keep  *leaseKeeper
+	unary map[session.MsgType]unaryHandler
+	strm  map[session.MsgType]streamHandler
+
+	mu     sync.Mutex
+	conns  map[*clientConn]struct{}
+	closed bool
+}
+
+// A unaryHandler answers one request with one response. When it returns
+// an error, the error is what the client gets; a response returned with it
+// keeps its other fields (a failed Multi carries its per-op results).
+type unaryHandler func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error)
+
+// A streamHandler owns the stream once the request is read: it writes
+// frames with session.WriteResponse and ends with session.Reply. An error
+// it returns is sent as a final error frame. It must return when ctx ends
+// (the client cancelled, the connection or the server closed).
+type streamHandler func(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error
+
+// openFront makes the TLS config and binds the client listener, so that
+// ClientAddr is known (port 0 resolved) before Start, like the raft and
+// admin listeners. Connections are accepted from Start on.
+func (s *Server) openFront() error {
+	tlsConf, err := s.clientTLS()
+	if err != nil {
+		return err
+	}
+	ln, err := session.Listen(s.cfg.ClientAddr, tlsConf, s.cfg.Transport)
+	if err != nil {
+		return err
+	}
+	if host, port, _ := net.SplitHostPort(s.cfg.ClientAddr); port == "0" {
+		_, bound, _ := net.SplitHostPort(ln.Addr().String())
+		s.cfg.ClientAddr = net.JoinHostPort(host, bound)
+	}
+	f := &front{s: s, log: s.log, ln: ln, conns: map[*clientConn]struct{}{}}
+	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
+	f.keep = newLeaseKeeper(s, s.cfg.Clock)
+	f.register()
+	s.front = f
+	s.fsm.observer = s.applyObservers(s.cfg.Observer)
+	return nil
+}
+
+// clientTLS returns the listener's TLS config. Dev without a certificate
+// uses a development PKI in <DataDir>/tls and verifies a client
+// certificate signed by its CA when one is presented, so dev sessions
+// carry the dev client's identity without requiring it.
+func (s *Server) clientTLS() (*tls.Config, error) {
+	cert, key, ca := s.cfg.TLSCert, s.cfg.TLSKey, s.cfg.TLSClientCA
+	optional := false
+	if cert == "" && s.cfg.Dev {
+		dc, err := session.EnsureDevCerts(filepath.Join(s.cfg.DataDir, devTLSDir))
+		if err != nil {
+			return nil, err
+		}
+		cert, key = dc.ServerCert, dc.ServerKey
+		if ca == "" {
+			ca, optional = dc.CA, true
+		}
+	}
+	c, err := session.ServerTLS(cert, key, ca)
+	if err != nil {
+		return nil, err
+	}
+	if optional {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return c, nil
+}
+
+// startFront starts accepting clients and the lease keeper.
+func (s *Server) startFront() {
+	f := s.front
+	s.goFunc(f.acceptLoop)
+	s.goFunc(func() { f.keep.run(s.stop) })
+}
+
+// closeFront tells every client the member is going away and stops
+// accepting; the connection goroutines end with their connections and are
+// waited for by Close. Safe to call more than once, and before Start.
+func (s *Server) closeFront() {
+	f := s.front
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.closed = true
+	conns := make([]*clientConn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.conn.CloseWithError(session.ConnShutdown, "member shutting down")
+	}
+	if err := f.ln.Close(); err != nil {
+		f.log.Warn("close client listener", "err", err)
+	}
+}
+
+func (f *front) acceptLoop() {
+	for {
+		conn, err := f.ln.Accept(f.s.ctx)
+		if err != nil {
+			return // listener closed or server stopping
+		}
+		c := &clientConn{
+			f:        f,
+			conn:     conn,
+			identity: conn.Identity(),
+			sem:      make(chan struct{}, f.s.cfg.MaxRequestsPerConn),
+			attached: map[uint64]struct{}{},
+		}
+		c.log = f.log.With("client", conn.RemoteAddr().String())
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			conn.CloseWithError(session.ConnShutdown, "member shutting down")
+			continue
+		}
+		f.conns[c] = struct{}{}
+		f.mu.Unlock()
+		f.s.goFunc(func() {
+			defer func() {
+				f.mu.Lock()
+				delete(f.conns, c)
+				f.mu.Unlock()
+			}()
+			c.serve()
+		})
+	}
+}
+
+// clientConn is one client connection and what it owns: the sessions it
+// opened or resumed (only those may be named by its requests) and its
+// watches.
+type clientConn struct {
+	f        *front
+	conn     *session.Conn
+	identity string // TLS identity of the client certificate, "" without one
+	log      *slog.Logger
+	sem      chan struct{} // one slot per request in flight
+
+	mu       sync.Mutex
+	attached map[uint64]struct{}
+	watches  int
+}
+
+func (c *clientConn) attach(id uint64) {
+	c.mu.Lock()
+	c.attached[id] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *clientConn) detach(id uint64) {
+	c.mu.Lock()
+	delete(c.attached, id)
+	c.mu.Unlock()
+}
+
+// owns reports whether this connection opened or resumed session id.
+func (c *clientConn) owns(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.attached[id]
+	return ok
+}
+
+// checkSession fails unless id (when set) is attached to this connection:
+// a session id alone, without having resumed it with its secret, grants
+// nothing.
+func (c *clientConn) checkSession(id uint64) error {
+	if id != 0 && !c.owns(id) {
+		return fmt.Errorf("%w: session %d is not attached to this connection (resume it first)", session.ErrUnknownSession, id)
+	}
+	return nil
+}
+
+// serve runs the connection: Hello first, then every stream in its own
+// goroutine, at most MaxRequestsPerConn at once. It returns when the
+// connection ends, after every stream goroutine has.
+func (c *clientConn) serve() {
+	defer c.conn.CloseWithError(session.ConnClosed, "")
+	if !c.hello() {
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		str, err := c.conn.AcceptStream(c.conn.Context())
+		if err != nil {
+			return
+		}
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			// Refused at once instead of queued: a client that floods one
+			// connection slows only itself.
+			str.SetWriteDeadline(time.Now().Add(time.Second))
+			session.Reject(str, fmt.Errorf("%w: %d requests in flight on this connection", session.ErrBusy, cap(c.sem)))
+			session.EndStream(str)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-c.sem }()
+			c.serveStream(str)
+		}()
+	}
+}
+
+// hello handles the first stream, which must carry Hello. On a refusal it
+// answers, gives the client a moment to read the answer, and reports false
+// (the caller closes the connection).
+func (c *clientConn) hello() bool {
+	ctx, cancel := context.WithTimeout(c.conn.Context(), c.f.s.cfg.Transport.HandshakeTimeout+requestReadTimeout)
+	defer cancel()
+	str, err := c.conn.AcceptStream(ctx)
+	if err != nil {
+		return false
+	}
+	defer session.EndStream(str)
+	str.SetReadDeadline(time.Now().Add(requestReadTimeout))
+	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			session.Reject(str, requestError(err))
+		}
+		c.conn.CloseWithError(session.ConnProtocol, "no Hello")
+		return false
+	}
+	if err := session.CheckHello(req); err != nil {
+		c.log.Info("refused client", "err", err, "client_name", req.ClientName)
+		_ = session.Reply(str, session.ErrorResponse(err))
+		select {
+		case <-c.conn.Context().Done():
+		case <-time.After(versionCloseGrace):
+		}
+		c.conn.CloseWithError(session.ConnVersion, err.Error())
+		return false
+	}
+	c.log.Debug("client connected", "client_name", req.ClientName, "identity", c.identity)
+	return session.Reply(str, c.helloResponse()) == nil
+}
+
+func (c *clientConn) helloResponse() *session.Response {
+	return &session.Response{
+		ProtocolVersion: session.ProtocolVersion,
+		ServerID:        c.f.s.cfg.ID,
+		Features:        session.FeatureKeepAliveBatch,
+	}
+}
+
+// requestError gives a request that could not be read its wire error.
+func requestError(err error) error {
+	switch {
+	case errors.Is(err, session.ErrFrameTooLarge), errors.Is(err, session.ErrMalformed):
+		return err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %v", session.ErrMalformed, err)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return fmt.Errorf("%w: no complete request within %v", session.ErrTimeout, requestReadTimeout)
+	}
+	return fmt.Errorf("%w: reading request: %v", session.ErrMalformed, err)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// serveStream reads one request, dispatches it and answers. A panic in a
+// handler is logged and answered with ErrInternal: no client input may take
+// the member down.
+func (c *clientConn) serveStream(str *quic.Stream) {
+	defer session.EndStream(str)
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
+			session.Reject(str, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
+		}
+	}()
+	str.SetReadDeadline(time.Now().Add(requestReadTimeout))
+	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
+	if err != nil {
+		if !errors.Is(err, io.EOF) { // io.EOF: the client sent nothing at all
+			c.log.Debug("bad request", "err", err)
+			session.Reject(str, requestError(err))
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(str.Context())
+	defer cancel()
+	stop := context.AfterFunc(c.f.s.ctx, cancel)
+	defer stop()
+	c.f.dispatch(ctx, c, str, req)
+}
+
+// dispatch routes req to its handler and writes the answer.
+func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) {
+	if !req.Type.Valid() {
+		session.Reject(str, fmt.Errorf("%w: %d", session.ErrUnknownType, uint8(req.Type)))
+		return
+	}
+	// Resume attaches its session; a batched KeepAlive answers per session.
+	if req.Type != session.MsgResumeSession && !(req.Type == session.MsgKeepAlive && len(req.Sessions) > 0) {
+		if err := c.checkSession(req.Session); err != nil {
+			_ = session.Reply(str, session.ErrorResponse(err))
+			return
+		}
+	}
+	if h, ok := f.strm[req.Type]; ok {
+		if err := h(ctx, c, str, req); err != nil {
+			_ = session.Reply(str, session.ErrorResponse(wireError(err)))
+		}
+		return
+	}
+	h, ok := f.unary[req.Type]
+	if !ok {
+		_ = session.Reply(str, session.ErrorResponse(fmt.Errorf("%w: %v is not served by this member", session.ErrUnknownType, req.Type)))
+		return
+	}
+	resp, err := h(ctx, c, req)
+	if err != nil {
+		if resp == nil {
+			resp = &session.Response{}
+		}
+		resp.SetErr(wireError(err))
+	}
+	_ = session.Reply(str, resp)
+}
+
+// wireError turns the server's own errors into the protocol's: a
+// redirect names the leader's client address, a stopping member says so
+// with namespace.ErrClosed (the client tries another member).
+func wireError(err error) error {
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		if nl.LeaderID == "" {
+			return fmt.Errorf("%w: no leader is known yet", session.ErrNoLeader)
+		}
+		return session.NotLeader(nl.LeaderClientAddr)
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrNotStarted):
+		return fmt.Errorf("%w: %v", namespace.ErrClosed, err)
+	}
+	return err
+}

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// Watch frames are cut at this many events or path bytes, far below the
+// frame limit whatever the paths.
+const (
+	watchFrameEvents = 256
+	watchFrameBytes  = 256 << 10
+)
+
+const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchExists | session.WatchRecursive
+
+// serveWatch runs a MsgWatch stream: an acknowledgement frame (Rev = the
+// revision the watch starts after), then frames of events until the client
+// cancels, the connection ends, a one-shot fired, or the watch fell behind
+// (a final Resync). Any member serves watches from its own applied log.
+func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+	if err := namespace.ValidatePath(req.Path, f.s.cfg.Limits); err != nil {
+		return err
+	}
+	kind := req.Kind
+	if kind&^allWatchKinds != 0 {
+		return fmt.Errorf("%w: unknown watch kind bits %#x", session.ErrMalformed, uint8(kind))
+	}
+	if kind == 0 {
+		kind = session.WatchData // a node's creation, data changes and deletion
+	}
+	if err := c.addWatch(f.s.cfg.MaxWatchesPerConn); err != nil {
+		return err
+	}
+	defer c.removeWatch()
+
+	w := newWatcher(req.Path, kind, req.FromRev, req.OneShot)
+	start := f.hub.register(w)
+	defer f.hub.unregister(w)
+	if err := session.WriteResponse(str, &session.Response{Rev: start}); err != nil {
+		return nil // the stream is gone
+	}
+	var buf []session.WatchEvent
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.notify:
+		}
+		events, done := f.hub.take(w, buf)
+		buf = events
+		for i := 0; i < len(events) || done; {
+			j, size := i, 0
+			for j < len(events) && j-i < watchFrameEvents && size < watchFrameBytes {
+				size += len(events[j].Path) + 32
+				j++
+			}
+			frame := &session.Response{Events: events[i:j]}
+			i = j
+			if done && i == len(events) {
+				_ = session.Reply(str, frame)
+				return nil
+			}
+			if err := session.WriteResponse(str, frame); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// addWatch counts a watch against the connection's limit.
+func (c *clientConn) addWatch(limit int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watches >= limit {
+		return fmt.Errorf("%w: %d watches on this connection", session.ErrTooManyWatches, limit)
+	}
+	c.watches++
+	return nil
+}
+
+func (c *clientConn) removeWatch() {
+	c.mu.Lock()
+	c.watches--
+	c.mu.Unlock()
+}
