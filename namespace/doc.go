@@ -188,6 +188,7 @@
 // and rebuilt by Open and Restore, badger staying the source of truth.
 // Which requests are runnable but not yet granted is derived too, so a
 // crash in the middle of a checkpointed session end resumes exactly. A
-// release costs O(depth² + log n) plus the requests it makes runnable,
-// independent of the waiters behind it and of unrelated locks.
+// release costs O(depth² + log n) plus a little per request it makes
+// runnable (and per lock below it that was queued after it), independent
+// of the waiters behind it and of unrelated locks.
 package namespace

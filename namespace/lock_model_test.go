@@ -459,9 +459,9 @@ func modelLimits(batch int) Limits {
 // TestLockModel runs random lock traffic against the store and the
 // reference model, comparing them after every command.
 func TestLockModel(t *testing.T) {
-	steps := 4000
+	steps, longQueue := 4000, "queue length 10"
 	if testing.Short() || raceEnabled {
-		steps = 1500
+		steps, longQueue = 1500, "queue length 5"
 	}
 	for _, tc := range []struct {
 		seed  uint64
@@ -488,7 +488,7 @@ func TestLockModel(t *testing.T) {
 				seen[fmt.Sprintf("queue length %d", min(len(w.m.reqs)/5*5, 15))]++
 			}
 			// The traffic must reach the interesting states.
-			for _, k := range []string{"phantom", "shared held", "exclusive held", "waiting", "queue length 10"} {
+			for _, k := range []string{"phantom", "shared held", "exclusive held", "waiting", longQueue} {
 				if seen[k] == 0 {
 					t.Errorf("never saw %q: %v", k, seen)
 				}

@@ -1,12 +1,15 @@
 package namespace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -377,4 +380,62 @@ func TestLockGarbage(t *testing.T) {
 	if grants < 50 {
 		t.Fatalf("only %d grants: the garbage is too bad to reach the lock code", grants)
 	}
+}
+
+// TestLockConcurrentReads reads locks while lock traffic applies and a
+// restore replaces the index; run with -race.
+func TestLockConcurrentReads(t *testing.T) {
+	w := newLockWorkload(t, 8, modelLimits(2))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, p := range modelPaths {
+					q, err := w.s.LockQueue(p)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, li := range q {
+						w.s.Lock(li.Node)
+						w.s.CheckSequencer(p, li.Mode, li.Token, li.Session)
+					}
+				}
+				w.s.NextTimer()
+				if err := w.s.Dump(io.Discard); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 600 {
+		w.step()
+		if i == 300 { // a restore swaps the index under the readers
+			snap, err := w.s.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			_, err = snap.WriteTo(&buf)
+			snap.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.s.Restore(&buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	w.check()
 }

@@ -36,8 +36,11 @@ import (
 //     blocked by it). Each path keeps the frontiers of its strict subtree in
 //     an ordered set (below) for this range query.
 //
-// So a release costs O(depth² + log n) plus the requests it makes runnable,
-// whatever the number of waiters behind it or of unrelated locks.
+// So a release costs O(depth² + log n), plus O(depth + log n) for each
+// request it makes runnable and for each lock below it whose first waiter
+// falls in the window (those waited for it, or for a request between it
+// and them): never for the waiters queued behind it on its own path, nor
+// for unrelated locks.
 type lockIndex struct {
 	// mu guards everything below against concurrent readers; the one
 	// writer (apply, under Store.mu) reads without it and holds it to
