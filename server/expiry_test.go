@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/servertest"
+	"github.com/latch-io/latch/session"
+)
+
+// keepAlive renews id over conn every period until the returned stop is
+// called (which waits for the goroutine to end).
+func keepAlive(t *testing.T, conn *session.Conn, id uint64, period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			resp, err := session.RoundTrip(ctxT(t), conn, &session.Request{Type: session.MsgKeepAlive, Session: id})
+			if err == nil {
+				err = resp.Err()
+			}
+			if err != nil {
+				t.Errorf("keepalive %d: %v", id, err)
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+func TestExpiryEndsSilentSession(t *testing.T) {
+	const ttl, tick = time.Second, 50 * time.Millisecond
+	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
+		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, tick
+	})
+	leader := fc.WaitLeader()
+	conn := fc.dial(leader)
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Path: "/e"})
+	silent := openSession(t, conn, ttl)
+	alive := openSession(t, conn, ttl)
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Session: silent.Session, Path: "/e/silent", Flags: namespace.FlagEphemeral})
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Session: alive.Session, Path: "/e/alive", Flags: namespace.FlagEphemeral})
+	stop := keepAlive(t, conn, alive.Session, ttl/4)
+	defer stop()
+	w := watch(t, fc.dial(follower(fc, leader)), &session.Request{Path: "/e/silent", Kind: session.WatchExists, FromRev: silent.Rev})
+	expectEvents(t, w.next(1), ev{namespace.EventCreated, "/e/silent"}) // replayed
+
+	sent := time.Now()
+	ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: silent.Session})
+	acked := time.Now()
+	var gone time.Time
+	servertest.Eventually(t, "silent session expired", func() error {
+		resp := call(t, conn, &session.Request{Type: session.MsgExists, Path: "/e/silent"})
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if resp.Exists {
+			return errors.New("its ephemeral still exists")
+		}
+		gone = time.Now()
+		return nil
+	})
+	if early := gone.Sub(sent); early < ttl {
+		t.Fatalf("expired %v after its last keepalive was sent, before its TTL %v", early, ttl)
+	}
+	// One tick late at most, plus slack for commit and polling on two
+	// busy cores.
+	if late := gone.Sub(acked); late > ttl+tick+time.Second {
+		t.Fatalf("expired %v after its last keepalive, TTL %v, tick %v", late, ttl, tick)
+	}
+	got := w.next(1)
+	expectEvents(t, got, ev{namespace.EventDeleted, "/e/silent"})
+	if got[0].Session != silent.Session {
+		t.Fatalf("deleted event names session %d, want %d", got[0].Session, silent.Session)
+	}
+	fails(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: silent.Session}, session.ErrSessionExpired)
+	fails(t, fc.dial(leader), &session.Request{Type: session.MsgResumeSession, Session: silent.Session, Secret: silent.Secret}, session.ErrSessionExpired)
+	// The session that kept renewing lives on.
+	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/e/alive"})
+	stop()
+	ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: alive.Session})
+}
+
+// sessionGone polls member i until session id is gone from its namespace.
+func sessionGone(t *testing.T, fc *frontCluster, i int, id uint64) {
+	t.Helper()
+	servertest.Eventually(t, fmt.Sprintf("session %d expired", id), func() error {
+		if _, err := fc.Server(i).Store().Session(id); !errors.Is(err, namespace.ErrNoSession) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// A new leader gives every session a full TTL from its takeover, so a
+// session whose old deadline passed during the failover is not expired;
+// it also rebuilds the per-identity session counts. Time is a manual
+// clock shared by the members; the reaper looks every tick.
+func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
+	clock := session.NewManualClock(time.Now())
+	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
+		cfg.Clock = clock.Now
+		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, 10*time.Millisecond
+		cfg.MaxSessionsPerIdentity = 3
+	})
+	old := fc.WaitLeader()
+	conn := fc.dial(old)
+	kept := openSession(t, conn, 2*time.Second) // deadline t0+2s
+	victim := openSession(t, conn, time.Second) // deadline t0+1s
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Session: kept.Session, Path: "/kept", Flags: namespace.FlagEphemeral})
+
+	clock.Advance(1500 * time.Millisecond) // t0+1.5s: only the victim is due
+	sessionGone(t, fc, old, victim.Session)
+	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/kept"})
+
+	fc.Stop(old)
+	leader := fc.WaitLeader()
+	conn = fc.dial(leader)
+	// The new leader counted one session for the anonymous identity.
+	second := openSession(t, conn, time.Second) // deadline t0+2.5s
+	openSession(t, conn, 5*time.Second)
+	fails(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 1000}, session.ErrTooManySessions)
+
+	// t0+2.6s: past kept's old deadline, not past takeover+TTL. The
+	// second session's expiry shows the reaper ran after the clock moved.
+	clock.Advance(1100 * time.Millisecond)
+	sessionGone(t, fc, leader, second.Session)
+	if _, err := fc.Server(leader).Store().Session(kept.Session); err != nil {
+		t.Fatalf("session expired by the new leader before a full TTL: %v", err)
+	}
+	ok(t, conn, &session.Request{Type: session.MsgResumeSession, Session: kept.Session, Secret: kept.Secret})
+	ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: kept.Session}) // deadline t0+4.6s
+	ok(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 1000})     // a slot was freed
+
+	clock.Advance(2100 * time.Millisecond)
+	sessionGone(t, fc, leader, kept.Session)
+	fails(t, conn, &session.Request{Type: session.MsgGet, Path: "/kept"}, namespace.ErrNoNode)
+}
