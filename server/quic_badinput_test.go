@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/servertest"
+	"github.com/latch-io/latch/session"
+)
+
+// rawStream opens a stream on conn, writes b, closes the write side and
+// returns the server's response, or the read error (io.EOF: the server
+// ended the stream without an answer).
+func rawStream(t *testing.T, conn *session.Conn, b []byte) (*session.Response, error) {
+	t.Helper()
+	str, err := conn.OpenStreamSync(ctxT(t))
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	defer str.CancelRead(session.StreamDone)
+	// The server may stop reading early (oversized frame): the write then
+	// fails, and its answer still says why.
+	_, _ = str.Write(b)
+	_ = str.Close()
+	return session.ReadResponse(str, conn.MaxFrameSize())
+}
+
+// header is a frame header announcing n body bytes.
+func header(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+
+func encode(t *testing.T, req *session.Request) []byte {
+	t.Helper()
+	b, err := session.EncodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestFrontBadInput(t *testing.T) {
+	fc := startFront(t, 1, func(_ int, cfg *server.Config) {
+		cfg.MaxRequestsPerConn, cfg.MaxWatchesPerConn = 3, 2
+	})
+	conn := fc.dial(0)
+	healthy := func() {
+		t.Helper()
+		ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/"})
+	}
+	valid := encode(t, &session.Request{Type: session.MsgGet, Path: "/"})
+	huge := header(0x7fffffff)
+
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		want  error // nil: the stream ends without an answer
+	}{
+		{"empty stream", nil, nil},
+		{"truncated header", []byte{0, 0}, session.ErrMalformed},
+		{"truncated body", append(header(100), 1, 2, 3), session.ErrMalformed},
+		{"empty frame", []byte{0, 0, 0, 0}, session.ErrMalformed},
+		{"garbage msgpack", append(header(5), 0xc1, 0xc1, 0xc1, 0xc1, 0xc1), session.ErrMalformed},
+		{"wrong msgpack type", append(header(4), 0xa3, 'a', 'b', 'c'), session.ErrMalformed},
+		{"bytes after the frame", append(append([]byte(nil), valid...), 0x90), session.ErrMalformed},
+		{"oversized header", huge, session.ErrFrameTooLarge},
+		{"oversized body", append(header(2<<20), make([]byte, 2<<20)...), session.ErrFrameTooLarge},
+		{"unknown type", encode(t, &session.Request{Type: 200}), session.ErrUnknownType},
+		{"invalid type", encode(t, &session.Request{Type: session.MsgInvalid}), session.ErrUnknownType},
+		{"session not attached", encode(t, &session.Request{Type: session.MsgGet, Path: "/", Session: 12345}), session.ErrUnknownSession},
+		{"keepalive of unknown session", encode(t, &session.Request{Type: session.MsgKeepAlive, Session: 12345}), session.ErrUnknownSession},
+		{"close of no session", encode(t, &session.Request{Type: session.MsgCloseSession}), session.ErrUnknownSession},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := rawStream(t, conn, tc.bytes)
+			switch {
+			case tc.want == nil && !errors.Is(err, io.EOF):
+				t.Fatalf("answer %+v, %v; want the stream ended without one", resp, err)
+			case tc.want != nil && err != nil:
+				t.Fatalf("no answer: %v", err)
+			case tc.want != nil && !errors.Is(resp.Err(), tc.want):
+				t.Fatalf("answer %v, want %v", resp.Err(), tc.want)
+			}
+			healthy()
+		})
+	}
+
+	// Announcing huge frames costs the server nothing like their size.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		if resp, err := rawStream(t, conn, huge); err != nil || !errors.Is(resp.Err(), session.ErrFrameTooLarge) {
+			t.Fatalf("oversized: %v %v", resp, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Fatalf("20 frames announcing 2 GiB allocated %d MiB", grew>>20)
+	}
+
+	// Requests in flight beyond MaxRequestsPerConn are refused at once.
+	w1 := watch(t, conn, &session.Request{Path: "/"})
+	w2 := watch(t, conn, &session.Request{Path: "/"})
+	stalled, err := conn.OpenStreamSync(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.Write([]byte{0, 0}) // half a header: the server waits for more
+	servertest.Eventually(t, "a request over the limit is refused", func() error {
+		resp, err := rawStream(t, conn, valid)
+		if err != nil {
+			return err
+		}
+		if !errors.Is(resp.Err(), session.ErrBusy) {
+			return resp.Err() // the stalled stream may not hold its slot yet
+		}
+		return nil
+	})
+	stalled.CancelWrite(session.StreamCanceled)
+	stalled.CancelRead(session.StreamCanceled)
+	w1.sr.Close()
+	w2.sr.Close()
+	servertest.Eventually(t, "slots freed", func() error {
+		return call(t, conn, &session.Request{Type: session.MsgGet, Path: "/"}).Err()
+	})
+}
+
+// closedWith waits for conn to be closed by the server and returns its
+// application error code.
+func closedWith(t *testing.T, conn *session.Conn) quic.ApplicationErrorCode {
+	t.Helper()
+	select {
+	case <-conn.Context().Done():
+	case <-ctxT(t).Done():
+		t.Fatal("connection not closed")
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(context.Cause(conn.Context()), &ae) || !ae.Remote {
+		t.Fatalf("connection closed with %v, want an application error from the server", context.Cause(conn.Context()))
+	}
+	return ae.ErrorCode
+}
+
+func TestFrontHelloRequired(t *testing.T) {
+	fc := startFront(t, 1, nil)
+	healthy := fc.dial(0)
+
+	// Another protocol version: a clear answer, then the connection ends.
+	conn := fc.dialRaw(0)
+	resp := call(t, conn, &session.Request{Type: session.MsgHello, ProtocolVersion: 99})
+	if !errors.Is(resp.Err(), session.ErrVersion) {
+		t.Fatalf("hello with version 99: %v", resp.Err())
+	}
+	if code := closedWith(t, conn); code != session.ConnVersion {
+		t.Fatalf("closed with %d, want ConnVersion", code)
+	}
+
+	// Anything but Hello first.
+	conn = fc.dialRaw(0)
+	resp = call(t, conn, &session.Request{Type: session.MsgGet, Path: "/"})
+	if !errors.Is(resp.Err(), session.ErrVersion) {
+		t.Fatalf("get before hello: %v", resp.Err())
+	}
+	if code := closedWith(t, conn); code != session.ConnVersion {
+		t.Fatalf("closed with %d, want ConnVersion", code)
+	}
+
+	// Garbage first.
+	conn = fc.dialRaw(0)
+	if resp, err := rawStream(t, conn, []byte{0, 0, 0, 1, 0xc1}); err == nil && !errors.Is(resp.Err(), session.ErrMalformed) {
+		t.Fatalf("garbage before hello: %v", resp.Err())
+	}
+	if code := closedWith(t, conn); code != session.ConnProtocol {
+		t.Fatalf("closed with %d, want ConnProtocol", code)
+	}
+
+	// A repeated Hello is harmless, and the others were not disturbed.
+	ok(t, healthy, &session.Request{Type: session.MsgHello, ProtocolVersion: session.ProtocolVersion})
+	ok(t, healthy, &session.Request{Type: session.MsgGet, Path: "/"})
+}
+
+// With a client CA the server requires a client certificate and records its
+// identity on the sessions the client opens; a resume from another
+// identity is refused even with the secret.
+func TestFrontMutualTLS(t *testing.T) {
+	certs, err := session.EnsureDevCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := startFront(t, 1, func(_ int, cfg *server.Config) {
+		cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = certs.ServerCert, certs.ServerKey, certs.CA
+	})
+	withCert, err := session.ClientTLS(certs.CA, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.tls = withCert
+	conn := fc.dial(0)
+	open := openSession(t, conn, 5*time.Second)
+	list := ok(t, conn, &session.Request{Type: session.MsgSessions})
+	if len(list.Sessions) != 1 || list.Sessions[0].Identity != session.DevClientName || list.Sessions[0].ID != open.Session ||
+		list.Sessions[0].ExpiresInMillis <= 0 {
+		t.Fatalf("sessions %+v", list.Sessions)
+	}
+
+	// No certificate: no connection.
+	anon, err := session.ClientTLS(certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := session.Dial(ctxT(t), fc.Server(0).ClientAddr(), anon, session.Config{}); err == nil {
+		// TLS 1.3 may report the refusal only on first use.
+		_, herr := session.Hello(ctxT(t), c, "anon")
+		c.Close()
+		if herr == nil {
+			t.Fatal("a client without a certificate was served")
+		}
+	}
+}

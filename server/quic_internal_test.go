@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/session"
+)
+
+// startDev runs a --dev member on free loopback ports.
+func startDev(t *testing.T) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Dev, cfg.DataDir = true, t.TempDir()
+	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.front.keep.serving() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("dev member never became a serving leader")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	return s
+}
+
+// Dev mode makes its PKI in <data-dir>/tls; a client presenting the dev
+// client certificate is identified by it, one without is still served.
+// A handler that panics costs its request an ErrInternal, nothing more.
+func TestDevFrontAndPanicGuard(t *testing.T) {
+	s := startDev(t)
+	if _, port, _ := net.SplitHostPort(s.ClientAddr()); port == "0" {
+		t.Fatalf("client address %s: port not resolved", s.ClientAddr())
+	}
+	s.front.handleUnary(session.MsgSync, func(context.Context, *clientConn, *session.Request) (*session.Response, error) {
+		panic("handler bug")
+	})
+	dir := filepath.Join(s.cfg.DataDir, devTLSDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func(cert, key string) *session.Conn {
+		tlsConf, err := session.ClientTLS(filepath.Join(dir, "ca.pem"), cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := session.Dial(ctx, s.ClientAddr(), tlsConf, session.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := session.Hello(ctx, conn, "dev-test"); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	rt := func(conn *session.Conn, req *session.Request) *session.Response {
+		resp, err := session.RoundTrip(ctx, conn, req)
+		if err != nil {
+			t.Fatalf("%v: %v", req.Type, err)
+		}
+		return resp
+	}
+	withCert := dial(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
+	anon := dial("", "")
+
+	if err := rt(withCert, &session.Request{Type: session.MsgSync}).Err(); !errors.Is(err, session.ErrInternal) {
+		t.Fatalf("panicking handler: %v", err)
+	}
+	for _, conn := range []*session.Conn{withCert, anon} {
+		if err := rt(conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 5000}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := rt(anon, &session.Request{Type: session.MsgSessions})
+	if len(list.Sessions) != 2 || list.Sessions[0].Identity != session.DevClientName || list.Sessions[1].Identity != "" {
+		t.Fatalf("sessions %+v", list.Sessions)
+	}
+}
