@@ -90,13 +90,15 @@ func (k *leaseKeeper) reserve(identity string) (release func(), err error) {
 }
 
 // opened starts the lease of a session whose open just committed.
+// The observer and the open handler both call it; the first one wins.
 func (k *leaseKeeper) opened(id uint64, ttl time.Duration, identity string) {
 	k.mu.Lock()
-	if _, ok := k.identity[id]; !ok {
-		k.identity[id] = identity
-		k.count[identity]++
+	defer k.mu.Unlock()
+	if _, ok := k.identity[id]; ok {
+		return
 	}
-	k.mu.Unlock()
+	k.identity[id] = identity
+	k.count[identity]++
 	k.table.Add(id, ttl)
 }
 
@@ -115,16 +117,33 @@ func (k *leaseKeeper) gone(id uint64) {
 	}
 }
 
-// Applied forgets the sessions a batch ended. It runs on the FSM goroutine
-// of every member; on a follower the table is idle and this is cheap.
+// Applied starts the leases of sessions a batch opened and forgets those it
+// ended. It runs on the FSM goroutine of every member. Opens are handled
+// here as well as by the open handler because a handler whose client went
+// away never learns the id of a session that did commit: without a lease
+// it would never expire. Only the serving leader reads the new sessions'
+// TTLs; elsewhere this is a scan of the events.
 func (k *leaseKeeper) Applied(results []*namespace.Result) {
 	for _, r := range results {
 		for _, ev := range r.Events {
-			if ev.Type == namespace.EventSessionClosed || ev.Type == namespace.EventSessionExpired {
+			switch ev.Type {
+			case namespace.EventSessionOpened:
+				if k.isReady() {
+					if si, err := k.s.store.Session(ev.Session); err == nil {
+						k.opened(si.ID, time.Duration(si.TTLMillis)*time.Millisecond, si.Identity)
+					}
+				}
+			case namespace.EventSessionClosed, namespace.EventSessionExpired:
 				k.gone(ev.Session)
 			}
 		}
 	}
+}
+
+func (k *leaseKeeper) isReady() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ready
 }
 
 // renew extends id's lease; false when it is unknown or expiring.

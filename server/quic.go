@@ -116,6 +116,8 @@ type front struct {
 	keep  *leaseKeeper
 	unary map[session.MsgType]unaryHandler
 	strm  map[session.MsgType]streamHandler
+	// observers are further observers of applied batches (observe).
+	observers []ApplyObserver
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
 )
 
@@ -89,5 +90,32 @@ func TestDevFrontAndPanicGuard(t *testing.T) {
 	list := rt(anon, &session.Request{Type: session.MsgSessions})
 	if len(list.Sessions) != 2 || list.Sessions[0].Identity != session.DevClientName || list.Sessions[1].Identity != "" {
 		t.Fatalf("sessions %+v", list.Sessions)
+	}
+}
+
+// A session whose open committed but whose handler never answered (the
+// client left) still gets a lease from the applied event, so it expires
+// instead of living forever.
+func TestLeaseForSessionOpenedWithoutHandler(t *testing.T) {
+	s := startDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 1000, Secret: []byte("0123456789abcdef")})
+	if err != nil || res.Err != nil {
+		t.Fatal(err, res)
+	}
+	if _, _, ok := s.front.keep.table.Deadline(res.Session); !ok {
+		t.Fatal("no lease for a session opened outside the handler")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := s.Store().Session(res.Session)
+		if errors.Is(err, namespace.ErrNoSession) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session not expired: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}
 }
