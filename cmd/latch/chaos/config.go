@@ -50,6 +50,10 @@ type Config struct {
 	Faults []FaultKind
 	// Duration is how long workloads run under faults. Default 2m.
 	Duration time.Duration
+	// Rounds, when positive, ends the run after that many rounds of the
+	// fault schedule (each round is every kind in Faults once) instead of
+	// after Duration: a deterministic short run that fires every kind.
+	Rounds int
 	// FaultInterval is the time from one fault's start to the next one's.
 	// Faults never overlap: the next starts once the previous one healed
 	// and the cluster recovered. Default 4s.
@@ -111,8 +115,10 @@ func (c *Config) Validate() error {
 		return bad("Workers", "%d: want 1..64", c.Workers)
 	case len(c.Workloads) == 0:
 		return bad("Workloads", "at least one of %s", strings.Join(AllWorkloads, ", "))
-	case c.Duration <= 0:
+	case c.Duration <= 0 && c.Rounds <= 0:
 		return bad("Duration", "%v must be positive", c.Duration)
+	case c.Rounds > 0 && len(c.Faults) == 0:
+		return bad("Rounds", "%d rounds of no faults", c.Rounds)
 	case c.FaultInterval < 500*time.Millisecond:
 		return bad("FaultInterval", "%v is below 500ms", c.FaultInterval)
 	case c.SessionTTL < time.Second:

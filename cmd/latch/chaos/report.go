@@ -19,6 +19,7 @@ type Report struct {
 	Workloads []string `json:"workloads"`
 	InjectBug string   `json:"inject_bug,omitempty"`
 	Duration  string   `json:"duration"` // configured
+	Rounds    int      `json:"rounds,omitempty"`
 	Took      string   `json:"took"`     // wall time of the whole run
 
 	Faults     map[FaultKind]int         `json:"faults"`     // injected, by kind
@@ -39,6 +40,7 @@ func newReport(cfg *Config, ev *Evidence, verdicts []Verdict, took time.Duration
 	r := &Report{
 		Seed: cfg.Seed, Members: cfg.Members, Workers: cfg.Workers, Workloads: cfg.Workloads, InjectBug: cfg.InjectBug,
 		Duration: cfg.Duration.String(), Took: took.Round(time.Second).String(),
+		Rounds: cfg.Rounds,
 		Faults: map[FaultKind]int{}, Operations: map[string]map[string]int{},
 		WorkersStarted: len(ev.Workers), Verdicts: verdicts, Violations: Violations(verdicts),
 	}
@@ -101,8 +103,12 @@ func (r *Report) violationKinds() string {
 func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "latch chaos report\n")
-	fmt.Fprintf(&b, "  seed %d, %d members, %d workers (%s), duration %s, took %s\n",
-		r.Seed, r.Members, r.Workers, strings.Join(r.Workloads, ","), r.Duration, r.Took)
+	span := "duration " + r.Duration
+	if r.Rounds > 0 {
+		span = fmt.Sprintf("%d rounds of faults", r.Rounds)
+	}
+	fmt.Fprintf(&b, "  seed %d, %d members, %d workers (%s), %s, took %s\n",
+		r.Seed, r.Members, r.Workers, strings.Join(r.Workloads, ","), span, r.Took)
 	if r.InjectBug != "" {
 		fmt.Fprintf(&b, "  injected bug: %s\n", r.InjectBug)
 	}

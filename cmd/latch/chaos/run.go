@@ -185,12 +185,24 @@ func (r *run) exercise(ctx context.Context, params *Params) error {
 		r.workers.supervise(superCtx)
 		close(superDone)
 	}()
-	r.progress("running %v: %d workers (%v), faults %v, seed %d", cfg.Duration, cfg.Workers, cfg.Workloads, cfg.Faults, cfg.Seed)
+	span := cfg.Duration.String()
+	if cfg.Rounds > 0 {
+		span = fmt.Sprintf("%d rounds of faults", cfg.Rounds)
+	}
+	r.progress("running %s: %d workers (%v), faults %v, seed %d", span, cfg.Workers, cfg.Workloads, cfg.Faults, cfg.Seed)
 
 	deadline := time.Now().Add(cfg.Duration)
 	sched := newSchedule(cfg.Faults, r.rng)
+	left := cfg.Rounds * len(cfg.Faults)
+	if cfg.Rounds > 0 {
+		deadline = time.Now().Add(24 * time.Hour) // the rounds end the run
+	}
 	next := time.Now().Add(cfg.FaultInterval)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if cfg.Rounds > 0 && left == 0 {
+			sleepCtx(ctx, cfg.FaultInterval) // let the workers run after the last fault
+			break
+		}
 		sleepCtx(ctx, time.Until(minTime(next, deadline)))
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			break
@@ -200,6 +212,7 @@ func (r *run) exercise(ctx context.Context, params *Params) error {
 		if !ok {
 			continue
 		}
+		left--
 		if err := r.inject(ctx, kind); err != nil {
 			stopSuper()
 			<-superDone
