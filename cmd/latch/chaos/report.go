@@ -20,7 +20,7 @@ type Report struct {
 	InjectBug string   `json:"inject_bug,omitempty"`
 	Duration  string   `json:"duration"` // configured
 	Rounds    int      `json:"rounds,omitempty"`
-	Took      string   `json:"took"`     // wall time of the whole run
+	Took      string   `json:"took"` // wall time of the whole run
 
 	Faults     map[FaultKind]int         `json:"faults"`     // injected, by kind
 	Operations map[string]map[string]int `json:"operations"` // op -> outcome -> count
