@@ -1,0 +1,165 @@
+package server
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// hubWatch is a watcher under test and what it received.
+type hubWatch struct {
+	w    *watcher
+	from uint64 // the revision it started after
+	at   uint64 // the hub's revision when it registered
+	got  []session.WatchEvent
+}
+
+// drain takes what the hub queued for hw.
+func (hw *hubWatch) drain(h *watchHub) {
+	evs, _ := h.take(hw.w, nil)
+	hw.got = append(hw.got, evs...)
+}
+
+// The hub against a model: random node events applied in batches while
+// watchers of random kinds register at random points, some from past
+// revisions. Each watcher must receive exactly the events of the full log
+// that it wants, after its start, in order, once; or, when its start is
+// older than the retained history, a Resync first and then exactly the
+// events after the Resync's revision.
+func TestWatchHubModel(t *testing.T) {
+	var resyncs, replays int
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rs, rp := hubModel(t, seed)
+			resyncs, replays = resyncs+rs, replays+rp
+		})
+	}
+	if resyncs == 0 || replays == 0 {
+		t.Fatalf("the model never exercised %d resyncs / %d replays", resyncs, replays)
+	}
+}
+
+// hubModel runs one seed and returns how many watches resynced and how
+// many replayed retained history.
+func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	paths := []string{"/", "/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f"}
+	types := []namespace.EventType{namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged,
+		namespace.EventChildrenChanged, namespace.EventSessionExpired, namespace.EventLockGranted}
+	kinds := []session.WatchKind{session.WatchData, session.WatchChildren, session.WatchExists,
+		session.WatchData | session.WatchChildren, session.WatchRecursive, session.WatchRecursive | session.WatchData}
+	history := 20 + rng.IntN(60)
+	h := newWatchHub(history, 1<<20, func() uint64 { return 0 }, func() uint64 { return 0 })
+
+	var log []namespace.Event // every event applied
+	var watches []*hubWatch
+	rev := uint64(0)
+	for step := 0; step < 300; step++ {
+		if rng.IntN(4) == 0 {
+			from := uint64(0)
+			if rev > 0 && rng.IntN(2) == 0 {
+				from = 1 + rng.Uint64N(rev)
+			}
+			w := newWatcher(paths[rng.IntN(len(paths))], kinds[rng.IntN(len(kinds))], from, false)
+			start := h.register(w)
+			if from == 0 && start != rev || from != 0 && start != from {
+				t.Fatalf("register from %d at rev %d: starts after %d", from, rev, start)
+			}
+			watches = append(watches, &hubWatch{w: w, from: start, at: rev})
+		}
+		// A batch of 1-3 commands with 0-4 events each; revisions skip
+		// now and then (raft's own entries).
+		var batch []*namespace.Result
+		for range 1 + rng.IntN(3) {
+			rev += 1 + uint64(rng.IntN(2))
+			r := &namespace.Result{Index: rev}
+			for range rng.IntN(5) {
+				ev := namespace.Event{Type: types[rng.IntN(len(types))], Path: paths[rng.IntN(len(paths))], Rev: rev}
+				if ev.Type == namespace.EventSessionExpired || ev.Type == namespace.EventLockGranted {
+					ev.Path = ""
+				}
+				r.Events = append(r.Events, ev)
+				log = append(log, ev)
+			}
+			batch = append(batch, r)
+		}
+		h.Applied(batch)
+		if rng.IntN(3) == 0 && len(watches) > 0 {
+			watches[rng.IntN(len(watches))].drain(h)
+		}
+	}
+	for i, hw := range watches {
+		hw.drain(h)
+		after := hw.from
+		got := hw.got
+		if len(got) > 0 && got[0].Type == session.EventResync {
+			after = got[0].Rev
+			got = got[1:]
+			resyncs++
+		} else if len(got) > 0 && got[0].Rev <= hw.at {
+			replays++ // its first event came from the history
+		}
+		var want []session.WatchEvent
+		for j := range log {
+			if ev := &log[j]; ev.Rev > after && ev.Path != "" && isNodeEvent(ev.Type) && hw.w.wants(ev) {
+				want = append(want, wireEvent(ev))
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("watch %d (%s kind %b from %d):\n got %v\nwant %v", i, hw.w.path, hw.w.kind, hw.from, got, want)
+		}
+		if after != hw.from && hw.from >= h.base {
+			t.Fatalf("watch %d resynced although its start %d is retained (base %d)", i, hw.from, h.base)
+		}
+	}
+	return resyncs, replays
+}
+
+func TestWatchHubOverflowAndRestore(t *testing.T) {
+	restores := uint64(0)
+	applied := uint64(10)
+	h := newWatchHub(100, 3, func() uint64 { return applied }, func() uint64 { return restores })
+	ev := func(rev uint64, p string) *namespace.Result {
+		return &namespace.Result{Index: rev, Events: []namespace.Event{{Type: namespace.EventDataChanged, Path: p, Rev: rev}}}
+	}
+	slow := newWatcher("/a", session.WatchData, 0, false)
+	live := newWatcher("/a", session.WatchData, 0, false)
+	h.register(slow)
+	h.register(live)
+	h.Applied([]*namespace.Result{ev(11, "/a"), ev(12, "/a")})
+	var buf []session.WatchEvent
+	buf, _ = h.take(live, buf)
+	if len(buf) != 2 {
+		t.Fatalf("live watcher got %v", buf)
+	}
+	h.Applied([]*namespace.Result{ev(13, "/a"), ev(14, "/a")})
+	// slow has 11..13 queued; 14 overflows it: Resync before its oldest.
+	got, done := h.take(slow, nil)
+	if !done || len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 10 {
+		t.Fatalf("overflowed watcher: %v done=%v", got, done)
+	}
+	if h.watchers() != 1 {
+		t.Fatalf("%d watchers registered, want the live one", h.watchers())
+	}
+	if got, _ := h.take(live, nil); len(got) != 2 || got[1].Rev != 14 {
+		t.Fatalf("live watcher got %v", got)
+	}
+	// A snapshot install: history is gone, live watchers resync at the
+	// revision before the next applied command.
+	restores, applied = 1, 50
+	h.Applied([]*namespace.Result{ev(51, "/a")})
+	got, done = h.take(live, nil)
+	if done || len(got) != 2 || got[0].Type != session.EventResync || got[0].Rev != 50 || got[1].Rev != 51 {
+		t.Fatalf("after a restore: %v done=%v", got, done)
+	}
+	late := newWatcher("/a", session.WatchData, 12, false)
+	if h.register(late) != 12 {
+		t.Fatal("start revision")
+	}
+	if got, _ := h.take(late, nil); len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 51 {
+		t.Fatalf("watch from before the restore: %v", got)
+	}
+}
