@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,11 +18,18 @@ import (
 // QUIC with TLS on loopback, raw protocol frames (no client package).
 type frontCluster struct {
 	*servertest.Cluster
-	t   *testing.T
+	t   testing.TB
 	tls *tls.Config
 }
 
-func startFront(t *testing.T, n int, configure func(i int, cfg *server.Config)) *frontCluster {
+// wireCtx bounds one exchange of a test.
+func wireCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startFront(t testing.TB, n int, configure func(i int, cfg *server.Config)) *frontCluster {
 	t.Helper()
 	c := servertest.StartCluster(t, n, &servertest.Options{Configure: configure})
 	tlsConf, err := session.ClientTLS(c.Certs().CA, "", "")
@@ -37,7 +45,7 @@ func startFront(t *testing.T, n int, configure func(i int, cfg *server.Config)) 
 // dialRaw connects to member i without saying Hello.
 func (fc *frontCluster) dialRaw(i int) *session.Conn {
 	fc.t.Helper()
-	conn, err := session.Dial(ctxT(fc.t), fc.Server(i).ClientAddr(), fc.tls, session.Config{})
+	conn, err := session.Dial(wireCtx(fc.t), fc.Server(i).ClientAddr(), fc.tls, session.Config{})
 	if err != nil {
 		fc.t.Fatalf("dial n%d: %v", i+1, err)
 	}
@@ -49,7 +57,7 @@ func (fc *frontCluster) dialRaw(i int) *session.Conn {
 func (fc *frontCluster) dial(i int) *session.Conn {
 	fc.t.Helper()
 	conn := fc.dialRaw(i)
-	hello, err := session.Hello(ctxT(fc.t), conn, "test")
+	hello, err := session.Hello(wireCtx(fc.t), conn, "test")
 	if err != nil {
 		fc.t.Fatalf("hello n%d: %v", i+1, err)
 	}
@@ -61,9 +69,11 @@ func (fc *frontCluster) dial(i int) *session.Conn {
 
 // call sends req and returns the answer, failing the test on a transport
 // error (an error answer is returned for the test to check).
-func call(t *testing.T, conn *session.Conn, req *session.Request) *session.Response {
+func call(t testing.TB, conn *session.Conn, req *session.Request) *session.Response {
 	t.Helper()
-	resp, err := session.RoundTrip(ctxT(t), conn, req)
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
+	defer cancel()
+	resp, err := session.RoundTrip(ctx, conn, req)
 	if err != nil {
 		t.Fatalf("%v %s: transport: %v", req.Type, req.Path, err)
 	}
@@ -71,7 +81,7 @@ func call(t *testing.T, conn *session.Conn, req *session.Request) *session.Respo
 }
 
 // ok is call that also fails the test on an error answer.
-func ok(t *testing.T, conn *session.Conn, req *session.Request) *session.Response {
+func ok(t testing.TB, conn *session.Conn, req *session.Request) *session.Response {
 	t.Helper()
 	resp := call(t, conn, req)
 	if err := resp.Err(); err != nil {
