@@ -106,7 +106,48 @@ func (c *Config) validateFront() error {
 
 // front is a member's client side: the QUIC listener, one goroutine per
 // connection and per request stream, the request handlers, the watch hub
-// and the leader's lease keeper.
+// and the leader's lease keeper. Decisions DESIGN.md leaves open:
+//
+//   - The client listener binds in New (port 0 resolves, ClientAddr then
+//     names the bound port) and accepts from Start. Close first closes every
+//     connection with ConnShutdown, so clients move on at once.
+//   - TLS: TLSCert/TLSKey, required unless Dev. Dev without them makes a
+//     PKI in <DataDir>/tls and verifies a client certificate signed by its
+//     CA when one is offered (the dev client is then named by it), without
+//     requiring one. TLSClientCA requires one (mutual TLS). The identity is
+//     recorded on the sessions a client opens and must match on resume.
+//   - Connection: Hello first (else ErrVersion, then ConnVersion; garbage
+//     first: ConnProtocol), within HandshakeTimeout plus 10s. Then every
+//     stream is served in its own goroutine, at most MaxRequestsPerConn at
+//     once; more are refused at once with ErrBusy. A request frame must
+//     arrive within 10s of its stream opening. A handler panic is logged
+//     and answered with ErrInternal.
+//   - Sessions: leader only (followers answer ErrNotLeader with the
+//     leader's client address, ErrNoLeader when none is known or the new
+//     leader has not loaded its sessions yet). TTLs are clamped into
+//     [MinSessionTTL, MaxSessionTTL]; 0 asks for 10s (clamped); negative
+//     is ErrBadCommand. Secrets are 16 random bytes, compared in constant
+//     time. Resume renews the lease. A request naming a session must come
+//     on a connection that opened or resumed it (ErrUnknownSession). A
+//     session that is gone answers ErrSessionExpired. MaxSessionsPerIdentity
+//     counts open and opening sessions per TLS identity; clients without a
+//     certificate share the identity "".
+//   - Leases (expiry.go): the ready leader loads every session with a full
+//     TTL, then reaps due sessions in batches of ExpiryBatch, sleeping
+//     until the next deadline but at most ExpiryTick (so an injected clock
+//     is noticed). A failed expiry is requeued. Opens are leased from the
+//     applied events too, so a session whose client left before the answer
+//     still expires.
+//   - Reads answer with Rev = the applied index taken before reading:
+//     watching from it may repeat a change the read saw, never miss one.
+//     Recursive delete is refused (the client deletes node by node).
+//     Sessions lists at most 10000 sessions (More when cut).
+//   - Watches (watch.go) are served by any member from its own applied
+//     log. Kind 0 means WatchData; a data watch also reports creation.
+//     Only node events (created, deleted, data and children changed) are
+//     delivered. The acknowledgement's Rev is FromRev when given, else the
+//     current revision. A snapshot install on the member makes every watch
+//     resync (its history is gone).
 type front struct {
 	s   *Server
 	log *slog.Logger
