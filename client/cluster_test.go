@@ -15,9 +15,8 @@ import (
 // front on loopback) and what a client needs to reach it.
 type testCluster struct {
 	*servertest.Cluster
-	t       testing.TB
-	tls     *tls.Config
-	certDir string // the dev PKI the members' certificates come from
+	t   testing.TB
+	tls *tls.Config
 }
 
 // clusterOptions tune startCluster.
@@ -28,25 +27,23 @@ type clusterOptions struct {
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 	t.Helper()
-	dir := t.TempDir()
-	certs, err := session.EnsureDevCerts(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := &testCluster{t: t, certDir: dir}
+	tc := &testCluster{t: t}
 	tc.Cluster = servertest.StartCluster(t, n, &servertest.Options{
 		Configure: func(i int, cfg *server.Config) {
-			cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
 			if o.childrenPage > 0 {
 				cfg.Limits.MaxChildrenPage = o.childrenPage
 			}
 		},
 	})
-	tc.tls, err = session.ClientTLS(certs.CA, "", "")
+	var err error
+	tc.tls, err = session.ClientTLS(tc.Certs().CA, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc.WaitLeader()
+	// Redirects need every member's client address, which members
+	// publish through the log once the cluster runs.
+	tc.WaitMembers()
 	return tc
 }
 

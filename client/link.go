@@ -58,60 +58,117 @@ func (c *Client) connectLoop() {
 	}
 }
 
-// connect tries the redirect hint and then every endpoint in turn, pausing
-// with jittered exponential backoff between rounds, until one link is set
-// up. It returns nil when the client is closed.
+// attemptStagger is how long a connection attempt runs alone before the
+// next candidate is tried alongside it (as in Happy Eyeballs, RFC 8305): a
+// member that does not answer at all (stopped, cut off; QUIC hears no
+// refusal) delays the connection by this much, not by DialTimeout.
+const attemptStagger = 250 * time.Millisecond
+
+// attempt is the outcome of one establish.
+type attempt struct {
+	addr   string
+	l      *link
+	leader string // the leader a refusing member named
+	err    error
+}
+
+// connect tries the redirect hint and then every endpoint, each attempt
+// starting when the previous one failed or after attemptStagger, until one
+// sets up a link. A refusal that names the leader sends the next attempt
+// there (at most MaxRedirects in a row). When every candidate has been
+// tried it waits a jittered exponential backoff and starts over with the
+// candidates not still in flight. It returns nil when the client is
+// closed.
 func (c *Client) connect() *link {
+	ctx, cancel := context.WithCancel(c.ctx)
+	results := make(chan attempt)
+	inflight := map[string]bool{}
+	var wg sync.WaitGroup
+	defer func() {
+		// Stop the attempts still running; one that won a link after
+		// the winner closes it.
+		cancel()
+		go func() {
+			wg.Wait()
+			close(results)
+		}()
+		for r := range results {
+			if r.l != nil {
+				r.l.conn.CloseWithError(session.ConnClosed, "")
+			}
+		}
+	}()
+	launch := func(addr string) {
+		inflight[addr] = true
+		wg.Go(func() {
+			l, leader, err := c.establish(ctx, addr)
+			results <- attempt{addr, l, leader, err}
+		})
+	}
+
 	start := rand.IntN(len(c.cfg.Endpoints))
-	for round := 0; ; round++ {
+	round, hops := 0, 0
+	var queue []string
+	refill := func() {
 		c.mu.Lock()
 		hint := c.hint
 		c.hint = ""
 		c.mu.Unlock()
-
-		queue := make([]string, 0, len(c.cfg.Endpoints)+1)
-		if hint != "" {
+		queue = queue[:0]
+		if hint != "" && !inflight[hint] {
 			queue = append(queue, hint)
 		}
 		for i := range c.cfg.Endpoints {
-			queue = appendNew(queue, c.cfg.Endpoints[(start+i)%len(c.cfg.Endpoints)])
+			if e := c.cfg.Endpoints[(start+i)%len(c.cfg.Endpoints)]; !inflight[e] {
+				queue = appendNew(queue, e)
+			}
 		}
-		hops := 0
-		for len(queue) > 0 {
-			addr := queue[0]
-			queue = queue[1:]
-			l, leader, err := c.establish(addr)
-			if err == nil {
+	}
+	refill()
+	stagger := time.NewTimer(0)
+	defer stagger.Stop()
+	var pause <-chan time.Time // set while waiting to start the next round
+	for {
+		if len(queue) > 0 && len(inflight) == 0 {
+			// Nothing running: start the next candidate now.
+			stagger.Reset(0)
+		}
+		if len(queue) == 0 && pause == nil {
+			pause = time.After(c.backoff(round))
+			round++
+		}
+		select {
+		case <-stagger.C:
+			if len(queue) > 0 {
+				addr := queue[0]
+				queue = queue[1:]
+				launch(addr)
+				stagger.Reset(attemptStagger)
+			}
+		case <-pause:
+			pause = nil
+			hops = 0
+			refill()
+		case r := <-results:
+			delete(inflight, r.addr)
+			if r.err == nil {
 				c.setLastErr(nil)
-				c.log.Debug("latch: connected", "addr", addr, "member", l.server)
-				return l
+				c.log.Debug("latch: connected", "addr", r.addr, "member", r.l.server)
+				return r.l
 			}
 			if c.ctx.Err() != nil {
 				return nil
 			}
-			c.setLastErr(fmt.Errorf("%s: %w", addr, err))
-			c.log.Debug("latch: connection attempt failed", "addr", addr, "err", err)
-			if leader != "" && leader != addr && hops < c.cfg.MaxRedirects {
+			c.setLastErr(fmt.Errorf("%s: %w", r.addr, r.err))
+			c.log.Debug("latch: connection attempt failed", "addr", r.addr, "err", r.err)
+			if r.leader != "" && r.leader != r.addr && !inflight[r.leader] && hops < c.cfg.MaxRedirects {
 				hops++
-				queue = append([]string{leader}, remove(queue, leader)...)
+				queue = append([]string{r.leader}, remove(queue, r.leader)...)
+				pause = nil
 			}
-		}
-		if !c.pause(round) {
+		case <-c.ctx.Done():
 			return nil
 		}
-	}
-}
-
-// pause sleeps before connection round round+1, or returns false when the
-// client is closed first.
-func (c *Client) pause(round int) bool {
-	t := time.NewTimer(c.backoff(round))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-c.ctx.Done():
-		return false
 	}
 }
 
@@ -152,8 +209,8 @@ func remove(list []string, s string) []string {
 // establish dials addr, says Hello and resumes every live session. When
 // the member is not the leader it returns the leader's address it named
 // (possibly "") with the error.
-func (c *Client) establish(addr string) (*link, string, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+func (c *Client) establish(ctx context.Context, addr string) (*link, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
 	conn, err := session.Dial(ctx, addr, c.tls, c.tcfg)
 	if err != nil {

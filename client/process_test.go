@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,7 +128,7 @@ func (ch *child) next(t *testing.T) string {
 }
 
 // caFile returns the CA the test cluster's certificates chain to.
-func (tc *testCluster) caFile() string { return filepath.Join(tc.certDir, "ca.pem") }
+func (tc *testCluster) caFile() string { return tc.Certs().CA }
 
 // TestKilledClientSessionExpires SIGKILLs a client process: its session
 // must expire within TTL plus one heartbeat interval, deleting its

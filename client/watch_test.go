@@ -170,10 +170,10 @@ func TestWatchAcrossLeaderChange(t *testing.T) {
 	go func() {
 		defer close(collected)
 		for ev := range w.Events() {
-			stream = append(stream, ev)
-			if ev.Path == "/w/end" {
-				return
+			if ev.Type == EventDataChanged && ev.Path == "/w" {
+				return // the end marker, after every create
 			}
+			stream = append(stream, ev)
 		}
 	}()
 
@@ -202,10 +202,13 @@ func TestWatchAcrossLeaderChange(t *testing.T) {
 	if _, err := c.Create(ctx, "/w/end", nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Set(ctx, "/w", []byte("end")); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-collected:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the watch did not deliver /w/end; got %d events", len(stream))
+		t.Fatalf("the watch did not deliver the end marker; got %d events", len(stream))
 	}
 	if w.Err() != nil {
 		t.Fatalf("watch ended: %v", w.Err())
@@ -262,12 +265,17 @@ func TestWatchAcrossLeaderChange(t *testing.T) {
 		}
 		return got[i].path < got[j].path
 	})
-	if len(got) != len(want) {
-		t.Fatalf("stream has %d events, history %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("event %d: got %+v, history says %+v", i, got[i], want[i])
+	for i := range max(len(got), len(want)) {
+		if i >= len(got) || i >= len(want) || got[i] != want[i] {
+			var g, h any = "nothing", "nothing"
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(want) {
+				h = want[i]
+			}
+			t.Fatalf("stream has %d events, history %d; event %d: got %+v, history says %+v",
+				len(got), len(want), i, g, h)
 		}
 	}
 }
