@@ -83,7 +83,7 @@ func TestCloseVersusOrphan(t *testing.T) {
 // issued during the failover completed.
 func TestSessionsSurviveLeaderStop(t *testing.T) {
 	tc := startCluster(t, 3, clusterOptions{})
-	const ttl = 3 * time.Second
+	const ttl = 2 * time.Second
 	c := tc.dial(ttl)
 	ctx := testCtx(t)
 	if _, err := c.Create(ctx, "/eph", nil); err != nil {
