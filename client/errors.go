@@ -40,6 +40,7 @@ var (
 	ErrCanceled        = session.ErrCanceled
 	ErrWouldDeadlock   = session.ErrWouldDeadlock
 	ErrNotHeld         = session.ErrNotHeld
+	ErrLocked          = session.ErrLocked
 	ErrInternal        = session.ErrInternal
 	ErrUnknownCode     = session.ErrUnknownCode
 	ErrBadCert         = session.ErrBadCert
@@ -56,4 +57,14 @@ var (
 	ErrUnknownOutcome = errors.New("latch: connection lost during a write; it may or may not have been applied")
 	// ErrNoEndpoint: no endpoint could be reached before ctx ended.
 	ErrNoEndpoint = errors.New("latch: no endpoint reachable")
+
+	// Lock recipes (mutex.go, election.go, semaphore.go).
+
+	// ErrLockLost: a lock this client held (or was just granted) is not
+	// held any more, or cannot be trusted to be: the server took it away
+	// (hold TTL, node deleted), the session ended, or the grant arrived
+	// after the session's lease had run out.
+	ErrLockLost = errors.New("latch: lock lost")
+	// ErrNoElectionLeader: the election has no leader right now.
+	ErrNoElectionLeader = errors.New("latch: election has no leader")
 )

@@ -37,6 +37,8 @@ func (f *front) register() {
 	f.handleUnary(session.MsgMulti, f.multi)
 
 	f.handleStream(session.MsgWatch, f.serveWatch)
+
+	f.registerLocks() // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
 }
 
 // handleUnary makes h the handler of requests of type t.

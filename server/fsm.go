@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -26,6 +27,7 @@ type ApplyObserver interface {
 type fsm struct {
 	store    *namespace.Store
 	observer ApplyObserver
+	log      *slog.Logger
 
 	// applied is the highest log index whose effects are visible in store:
 	// commands and configuration entries delivered to ApplyBatch, or the
@@ -42,7 +44,7 @@ var (
 )
 
 func newFSM(store *namespace.Store, obs ApplyObserver) *fsm {
-	return &fsm{store: store, observer: obs, applied: store.AppliedIndex(), changed: make(chan struct{})}
+	return &fsm{store: store, observer: obs, log: slog.Default(), applied: store.AppliedIndex(), changed: make(chan struct{})}
 }
 
 // Apply applies one log; raft calls ApplyBatch instead, this is for the
@@ -66,6 +68,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if err != nil {
 			// Record the index with a no-op so the namespace still advances
 			// past it, and report the decode error as this entry's result.
+			// The no-op (stamped with time 0: the clock stays) may still
+			// grant locks left over from a full batch; see below.
 			if decodeErrs == nil {
 				decodeErrs = map[int]error{}
 			}
@@ -89,10 +93,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	fresh := results[:0:0]
 	for j, r := range results {
-		if err, ok := decodeErrs[j]; ok {
-			r = &namespace.Result{Index: entries[j].Index, Err: err}
-		}
 		out[slots[j]] = r
+		if err, ok := decodeErrs[j]; ok && r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
+			// The proposer hears of the decode error; observers get what
+			// the no-op did, since its grants and events happened on every
+			// member and waiters must learn of them.
+			f.log.Error("raft log entry does not decode; applied as a no-op", "index", entries[j].Index, "err", err)
+			out[slots[j]] = &namespace.Result{Index: r.Index, Err: err, Events: r.Events, Grants: r.Grants}
+		}
 		if r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
 			fresh = append(fresh, r)
 		}

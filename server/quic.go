@@ -159,6 +159,7 @@ type front struct {
 	strm  map[session.MsgType]streamHandler
 	// observers are further observers of applied batches (observe).
 	observers []ApplyObserver
+	locks     *lockService // lock.go
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
@@ -233,6 +234,7 @@ func (s *Server) startFront() {
 	f := s.front
 	s.goFunc(f.acceptLoop)
 	s.goFunc(func() { f.keep.run(s.stop) })
+	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 
 // closeFront tells every client the member is going away and stops

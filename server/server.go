@@ -183,6 +183,7 @@ func (s *Server) open() error {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
 	s.fsm = newFSM(s.store, cfg.Observer)
+	s.fsm.log = s.log
 	if err := s.openFront(); err != nil {
 		return err
 	}

@@ -34,11 +34,13 @@ var (
 	ErrBusy          = errors.New("latch: server busy")
 	ErrWouldDeadlock = errors.New("latch: lock would deadlock with a lock this session holds")
 	ErrNotHeld       = errors.New("latch: lock not held")
-	ErrInternal      = errors.New("latch: internal error")
-	ErrUnknownCode   = errors.New("latch: unknown error code")
-	ErrStreamClosed  = errors.New("latch: stream closed")
-	ErrBadConfig     = errors.New("latch: bad transport config")
-	ErrBadCert       = errors.New("latch: bad certificate")
+	// ErrLocked: a try-lock found the lock held or queued for.
+	ErrLocked       = errors.New("latch: lock is held by another")
+	ErrInternal     = errors.New("latch: internal error")
+	ErrUnknownCode  = errors.New("latch: unknown error code")
+	ErrStreamClosed = errors.New("latch: stream closed")
+	ErrBadConfig    = errors.New("latch: bad transport config")
+	ErrBadCert      = errors.New("latch: bad certificate")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -83,6 +85,7 @@ const (
 	// Lock errors.
 	CodeWouldDeadlock Code = 40
 	CodeNotHeld       Code = 41
+	CodeLocked        Code = 42
 
 	CodeInternal Code = 99
 )
@@ -123,6 +126,7 @@ var codeTable = []struct {
 	{CodeBusy, ErrBusy, "Busy"},
 	{CodeWouldDeadlock, ErrWouldDeadlock, "WouldDeadlock"},
 	{CodeNotHeld, ErrNotHeld, "NotHeld"},
+	{CodeLocked, ErrLocked, "Locked"},
 	{CodeInternal, ErrInternal, "Internal"},
 }
 

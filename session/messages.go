@@ -81,10 +81,23 @@ const (
 
 	// MsgLock queues a lock request on Path and streams its progress.
 	// Request: Path, Mode, TimeoutMillis (0 = wait until ctx ends),
-	// HoldTTLMillis (0 = held while the session lives), LockDelayMillis.
+	// HoldTTLMillis (0 = held while the session lives), LockDelayMillis,
+	// Data (the request node's data: an election candidate's value), Try
+	// (fail with ErrLocked unless the request is granted at once).
 	// Frames: Lock=LockQueued with Node and Rev, then Lock=LockGranted with
-	// Token and Node; or a frame with Code != 0 (ErrTimeout, ErrWouldDeadlock,
-	// ...). Closing the stream before the grant withdraws the request.
+	// Token, Node and Rev (Rev: the request's revision, its queue order);
+	// or a frame with Code != 0 (ErrTimeout, ErrWouldDeadlock, ErrLocked,
+	// ...). Resetting the stream while the connection lives withdraws the
+	// request (or releases the lock once granted); a connection lost
+	// leaves it, for the client to re-attach.
+	//
+	// After the grant the stream stays open and ends with an ErrNotHeld
+	// frame when the lock goes away (released, hold TTL, session end, node
+	// deleted): the client's Lost() signal.
+	//
+	// Re-attaching (after a failover or reconnection): Node set to the
+	// request node. Granted at once when the request holds, Queued when it
+	// waits, ErrNotHeld when the request is gone or not the session's.
 	MsgLock
 	// MsgLockRelease releases (or withdraws) the lock request Node.
 	MsgLockRelease
@@ -93,6 +106,10 @@ const (
 	// MsgCheckSequencer asks whether Sequencer still holds its lock.
 	// Response: Valid.
 	MsgCheckSequencer
+	// MsgLockQueue lists the lock requests on Path in queue order, the
+	// granted ones first, phantoms (lock-delay) included. Request: Path,
+	// Stale. Response: Locks, More (the list was cut), Rev.
+	MsgLockQueue
 
 	msgTypeEnd // keep last: one past the highest valid type
 )
@@ -121,6 +138,7 @@ var msgTypeNames = [...]string{
 	MsgLockRelease:    "LockRelease",
 	MsgLockRenew:      "LockRenew",
 	MsgCheckSequencer: "CheckSequencer",
+	MsgLockQueue:      "LockQueue",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -141,7 +159,7 @@ func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock }
 // IsRead reports whether t only reads the namespace, so Stale may apply.
 func (t MsgType) IsRead() bool {
 	switch t {
-	case MsgGet, MsgStat, MsgExists, MsgChildren:
+	case MsgGet, MsgStat, MsgExists, MsgChildren, MsgLockQueue:
 		return true
 	}
 	return false
@@ -226,12 +244,13 @@ type Request struct {
 	FromRev uint64    `codec:"fr,omitempty"` // Watch
 	OneShot bool      `codec:"os,omitempty"` // Watch
 
-	Mode            LockMode   `codec:"mo,omitempty"` // Lock
-	TimeoutMillis   int64      `codec:"to,omitempty"` // Lock
-	HoldTTLMillis   int64      `codec:"ht,omitempty"` // Lock
-	LockDelayMillis int64      `codec:"ld,omitempty"` // Lock
-	Node            string     `codec:"n,omitempty"`  // LockRelease, LockRenew
-	Sequencer       *Sequencer `codec:"sq,omitempty"` // CheckSequencer
+	Mode            LockMode   `codec:"mo,omitempty"`  // Lock
+	TimeoutMillis   int64      `codec:"to,omitempty"`  // Lock
+	HoldTTLMillis   int64      `codec:"ht,omitempty"`  // Lock
+	LockDelayMillis int64      `codec:"ld,omitempty"`  // Lock
+	Node            string     `codec:"n,omitempty"`   // LockRelease, LockRenew; Lock: re-attach
+	Sequencer       *Sequencer `codec:"sq,omitempty"`  // CheckSequencer
+	Try             bool       `codec:"try,omitempty"` // Lock: fail with ErrLocked unless granted at once
 
 	// Sessions (KeepAlive) are more sessions to renew with Session; see
 	// MsgKeepAlive.
@@ -289,6 +308,26 @@ type Sequencer struct {
 	Mode    LockMode `codec:"mo,omitempty"`
 	Token   uint64   `codec:"tk"`
 	Session uint64   `codec:"s"`
+}
+
+// LockInfo describes one lock request in a MsgLockQueue answer. Times are
+// the leader's clock in unix nanoseconds.
+type LockInfo struct {
+	Node            string   `codec:"n"` // request node; for a phantom, the deleted node's path
+	Path            string   `codec:"p,omitempty"`
+	Mode            LockMode `codec:"mo,omitempty"`
+	Session         uint64   `codec:"s,omitempty"`
+	Rev             uint64   `codec:"r,omitempty"` // the request's revision: its queue order
+	HoldTTLMillis   int64    `codec:"ht,omitempty"`
+	LockDelayMillis int64    `codec:"ld,omitempty"`
+	Granted         bool     `codec:"g,omitempty"`
+	Token           uint64   `codec:"tk,omitempty"`
+	GrantTime       int64    `codec:"gt,omitempty"`
+	Deadline        int64    `codec:"dl,omitempty"` // hold deadline; 0: none
+	// Phantom: the holder was lost and lock-delay keeps the lock
+	// unavailable until DelayEnd; the node is gone.
+	Phantom  bool  `codec:"ph,omitempty"`
+	DelayEnd int64 `codec:"de,omitempty"`
 }
 
 // WatchEvent is one change reported on a watch stream.
@@ -367,10 +406,11 @@ type Response struct {
 
 	Events []WatchEvent `codec:"ev,omitempty"` // Watch frames
 
-	Lock  LockPhase `codec:"lk,omitempty"` // Lock frames
-	Node  string    `codec:"n,omitempty"`
-	Token uint64    `codec:"tk,omitempty"`
-	Valid bool      `codec:"ok,omitempty"` // CheckSequencer
+	Lock  LockPhase  `codec:"lk,omitempty"` // Lock frames
+	Node  string     `codec:"n,omitempty"`
+	Token uint64     `codec:"tk,omitempty"`
+	Valid bool       `codec:"ok,omitempty"` // CheckSequencer
+	Locks []LockInfo `codec:"lq,omitempty"` // LockQueue
 
 	Sessions []SessionInfo `codec:"ss,omitempty"`
 	Members  []MemberInfo  `codec:"mb,omitempty"`

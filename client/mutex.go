@@ -1,0 +1,775 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// Locks are the server's: a lock request is an ephemeral sequential node
+// under the locked path, owned by a session, granted in revision order
+// (FIFO across the whole hierarchy: a lock on /billing covers
+// /billing/job-a). The recipes here are thin: Mutex and RWMutex hold one
+// request each; Election is an exclusive lock whose request node holds
+// the candidate's value.
+//
+// How a lock is acquired and kept:
+//
+//   - Lock sends MsgLock and waits on its stream: Queued (the request
+//     node), then Granted (the fencing token). ctx bounds the wait; when
+//     it ends the stream is reset and the server withdraws the request
+//     (the deadline also travels as the request's timeout, so the server
+//     withdraws it even if the reset is lost).
+//   - The stream stays open while the lock is held: the server ends it
+//     when the lock goes away, which closes Lost(). Lost() also closes
+//     when the session ends.
+//   - After a connection loss or a leader change the client re-attaches to
+//     its request node (MsgLock with Node) on the new leader, keeping its
+//     place in the queue, while waiting and while holding. When the
+//     request was sent but its node never came back (the connection broke
+//     first), the client looks its session's request up in the lock queue
+//     (MsgLockQueue) instead of sending a second one, which for an
+//     exclusive lock would fail with ErrWouldDeadlock.
+//   - A grant that arrives after the session's proven lease end
+//     (Session.LeaseEnd) is refused with ErrLockLost and released: the
+//     session may have expired in between (Jepsen found etcd handing out
+//     locks after their lease died).
+
+// LockMode is how a lock is held: LockExclusive or LockShared.
+type LockMode = session.LockMode
+
+// Lock modes.
+const (
+	LockExclusive = session.LockExclusive
+	LockShared    = session.LockShared
+)
+
+// Sequencer names a held lock (path, mode, fencing token, session) so that
+// a resource server can check it with Client.CheckSequencer, or compare
+// tokens, before acting for the holder.
+type Sequencer = session.Sequencer
+
+// LockInfo describes one lock request as Client.LockQueue lists it.
+type LockInfo = session.LockInfo
+
+// LockOption modifies NewMutex, NewRWMutex and NewElection.
+type LockOption interface{ applyLock(*lockOptions) }
+
+type lockOptions struct {
+	holdTTL   time.Duration
+	lockDelay time.Duration // <0: none; 0: the server's default
+	data      []byte
+}
+
+type holdTTLOption time.Duration
+
+func (d holdTTLOption) applyLock(o *lockOptions) { o.holdTTL = time.Duration(d) }
+
+// WithHoldTTL makes a granted lock expire d after its grant (or its last
+// renewal) even while the session lives: a lease-per-lock. Lost() closes
+// when it does. Renew restarts it. Default: held until released or the
+// session ends.
+func WithHoldTTL(d time.Duration) LockOption { return holdTTLOption(d) }
+
+type lockDelayOption time.Duration
+
+func (d lockDelayOption) applyLock(o *lockOptions) {
+	o.lockDelay = time.Duration(d)
+	if d <= 0 {
+		o.lockDelay = -1
+	}
+}
+
+// WithLockDelay sets how long the lock stays unavailable to others when
+// this holder is lost without releasing it (its session expired, its hold
+// TTL passed), so that a holder that was cut off can notice before anyone
+// else acts; 0 turns lock-delay off. The server caps it (60s by default);
+// without this option its default applies (5s).
+func WithLockDelay(d time.Duration) LockOption { return lockDelayOption(d) }
+
+func buildLock(opts []LockOption) lockOptions {
+	var o lockOptions
+	for _, opt := range opts {
+		opt.applyLock(&o)
+	}
+	return o
+}
+
+func (o lockOptions) check() error {
+	if o.holdTTL < 0 || (o.holdTTL > 0 && o.holdTTL < time.Millisecond) {
+		return fmt.Errorf("%w: hold TTL %v", ErrBadOption, o.holdTTL)
+	}
+	return nil
+}
+
+func (o lockOptions) delayMillis() int64 {
+	switch {
+	case o.lockDelay < 0:
+		return namespace.NoLockDelay
+	case o.lockDelay == 0:
+		return 0
+	}
+	return max(o.lockDelay.Milliseconds(), 1)
+}
+
+// Mutex is an exclusive lock on a path, held by a session. It is not
+// re-entrant: locking a path the session already holds (or a path above
+// or below it) fails with ErrWouldDeadlock. One Mutex holds at most one
+// lock at a time; use one Mutex per goroutine that locks.
+type Mutex struct{ h *lockHandle }
+
+// NewMutex returns an exclusive lock on path for s. Nothing is sent until
+// Lock.
+func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
+	return &Mutex{h: newLockHandle(s, path, LockExclusive, buildLock(opts))}
+}
+
+// Lock blocks until the lock is granted, ctx ends (the request is
+// withdrawn and ctx's error returned) or the session ends. Errors:
+// ErrWouldDeadlock (the session holds or waits for a conflicting lock),
+// ErrLockLost (granted too late to be trusted; the lock was released),
+// ErrSessionExpired, ErrBadPath, ErrEphemeralParent.
+func (m *Mutex) Lock(ctx context.Context) error { return m.h.acquire(ctx, false) }
+
+// TryLock takes the lock only if it is granted at once (nobody holds a
+// conflicting lock or waits for one before it, no lock-delay runs); else
+// it fails with ErrLocked and leaves nothing queued.
+func (m *Mutex) TryLock(ctx context.Context) error { return m.h.acquire(ctx, true) }
+
+// Unlock releases the lock. It returns ErrNotHeld when the Mutex holds
+// nothing, and the loss error (ErrLockLost, or the session's error) when
+// the lock had been lost before.
+func (m *Mutex) Unlock(ctx context.Context) error { return m.h.release(ctx) }
+
+// Renew restarts the hold TTL of the held lock (see WithHoldTTL).
+func (m *Mutex) Renew(ctx context.Context) error { return m.h.renew(ctx) }
+
+// Token is the held lock's fencing token (0 when not held): it increases
+// with every grant of this lock, so a resource can refuse older holders.
+func (m *Mutex) Token() uint64 { return m.h.token() }
+
+// Sequencer names the held lock for a resource server (zero Token when not
+// held).
+func (m *Mutex) Sequencer() Sequencer { return m.h.sequencer() }
+
+// Lost is closed when the lock taken by the last successful Lock or
+// TryLock is lost: the session ended, or the server took the lock away
+// (hold TTL, node deleted). It is not closed by Unlock. Before the first
+// Lock it returns nil (a channel that never closes).
+func (m *Mutex) Lost() <-chan struct{} { return m.h.lostC() }
+
+// Err says why Lost closed: nil while the lock is held or was released
+// by Unlock.
+func (m *Mutex) Err() error { return m.h.lostErr() }
+
+// Node is the held lock's request node ("" when not held): the ephemeral
+// node `latch ls PATH` shows.
+func (m *Mutex) Node() string { return m.h.nodeName() }
+
+// Path is the locked path.
+func (m *Mutex) Path() string { return m.h.path }
+
+// CheckSequencer asks the cluster whether sq's lock is still held with that
+// token by that session (a linearizable read). A resource server calls it
+// before acting for a request that carries sq.
+func (c *Client) CheckSequencer(ctx context.Context, sq Sequencer) (bool, error) {
+	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgCheckSequencer, Sequencer: &sq})
+	if err != nil {
+		return false, err
+	}
+	return resp.Valid, nil
+}
+
+// LockQueue lists the lock requests on path in queue order, the granted
+// ones first; phantoms are holders that were lost while lock-delay keeps
+// the lock unavailable. At most 10000 are listed.
+func (c *Client) LockQueue(ctx context.Context, path string, opts ...ReadOption) ([]LockInfo, error) {
+	o := buildRead(opts)
+	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgLockQueue, Path: path, Stale: o.stale})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Locks, nil
+}
+
+// lockHandle is one lock request's life on the client: acquire, hold
+// (watching for its loss, re-attaching after failovers), release. Mutex,
+// RWMutex and Election are made of it.
+type lockHandle struct {
+	s    *Session
+	c    *Client
+	path string
+	mode LockMode
+	o    lockOptions
+
+	mu   sync.Mutex
+	busy bool  // an acquire or release runs
+	cur  *hold // the lock held now; nil when none
+	last *hold // the latest hold, for Lost and Err after a loss
+}
+
+func newLockHandle(s *Session, path string, mode LockMode, o lockOptions) *lockHandle {
+	return &lockHandle{s: s, c: s.c, path: path, mode: mode, o: o}
+}
+
+// hold is one granted lock.
+type hold struct {
+	node  string
+	token uint64
+	lost  chan struct{}
+	stop  context.CancelFunc // ends the stream that watches the lock
+	done  chan struct{}      // closed when the watcher ended
+
+	mu        sync.Mutex
+	err       error // why lost; nil while held
+	unlocking bool  // Unlock released it: its stream's end is no loss
+}
+
+// lose records that the lock is gone (once) and closes lost, unless
+// Unlock is releasing it.
+func (hd *hold) lose(err error) {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if hd.unlocking || hd.err != nil {
+		return
+	}
+	hd.err = err
+	close(hd.lost)
+}
+
+func (hd *hold) lostErr() error {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	return hd.err
+}
+
+func (h *lockHandle) token() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil {
+		return 0
+	}
+	return h.cur.token
+}
+
+func (h *lockHandle) nodeName() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil {
+		return ""
+	}
+	return h.cur.node
+}
+
+func (h *lockHandle) sequencer() Sequencer {
+	return Sequencer{Path: h.path, Mode: h.mode, Token: h.token(), Session: h.s.id}
+}
+
+func (h *lockHandle) lostC() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.last == nil {
+		return nil
+	}
+	return h.last.lost
+}
+
+func (h *lockHandle) lostErr() error {
+	h.mu.Lock()
+	hd := h.last
+	h.mu.Unlock()
+	if hd == nil {
+		return nil
+	}
+	return hd.lostErr()
+}
+
+// begin marks an acquire or release running, refusing a second at once.
+func (h *lockHandle) begin(acquire bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.busy:
+		return fmt.Errorf("%w: %s: another Lock or Unlock of this lock is running", ErrWouldDeadlock, h.path)
+	case acquire && h.cur != nil:
+		return fmt.Errorf("%w: %s is already held by this lock (%s)", ErrWouldDeadlock, h.path, h.cur.node)
+	}
+	h.busy = true
+	return nil
+}
+
+func (h *lockHandle) end() {
+	h.mu.Lock()
+	h.busy = false
+	h.mu.Unlock()
+}
+
+// acquire runs Lock (try: TryLock).
+func (h *lockHandle) acquire(ctx context.Context, try bool) error {
+	if err := h.o.check(); err != nil {
+		return err
+	}
+	if err := h.begin(true); err != nil {
+		return err
+	}
+	defer h.end()
+	a := &acquisition{h: h, try: try}
+	hd, err := a.run(ctx)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.cur, h.last = hd, hd
+	h.mu.Unlock()
+	return nil
+}
+
+// acquisition is one Lock call's state across attempts.
+type acquisition struct {
+	h   *lockHandle
+	try bool
+
+	node    string // the request node, once known
+	unknown bool   // a request was sent and its node never came back
+	// lookedUp: a request refused with ErrWouldDeadlock after a retry
+	// was already looked for in the queue once.
+	lookedUp bool
+	attempts int // streams opened
+}
+
+// run sends the request, re-attaching after broken connections, until the
+// lock is granted or the call fails.
+func (a *acquisition) run(ctx context.Context) (*hold, error) {
+	h, c := a.h, a.h.c
+	req := session.Request{
+		Type: session.MsgLock, Path: h.path, Mode: h.mode, Try: a.try,
+		HoldTTLMillis: h.o.holdTTL.Milliseconds(), LockDelayMillis: h.o.delayMillis(), Data: h.o.data,
+	}
+	hops, idle := 0, 0
+	for {
+		if err := ctx.Err(); err != nil {
+			a.abandon(nil)
+			return nil, fmt.Errorf("latch: lock %s: %w", h.path, err)
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			// The server withdraws the request on its own at the
+			// deadline, even if the reset below never reaches it.
+			req.TimeoutMillis = max(time.Until(dl).Milliseconds(), 1)
+		}
+		l, err := c.ready4(ctx, h.s, &req)
+		if err != nil {
+			a.abandon(nil)
+			return nil, a.wrap(ctx, err)
+		}
+		if a.unknown && a.node == "" {
+			// The last request may have been applied: find it rather than
+			// queueing a second one.
+			node, err := h.adopt(ctx)
+			if err != nil {
+				a.abandon(nil)
+				return nil, a.wrap(ctx, err)
+			}
+			a.node, a.unknown = node, false
+		}
+		req.Node = a.node
+		hd, err := a.attempt(ctx, l, &req)
+		if err == nil {
+			return hd, nil
+		}
+		var done bool
+		if done, err = a.failed(ctx, l, &req, err, &hops, &idle); done {
+			return nil, err
+		}
+	}
+}
+
+// attempt opens one MsgLock stream on l and reads it until the grant.
+func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request) (*hold, error) {
+	h, c := a.h, a.h.c
+	a.attempts++
+	// The stream outlives ctx: after the grant it watches the lock. Until
+	// then ctx ending resets it, which withdraws the request.
+	sctx, scancel := context.WithCancel(c.ctx)
+	sr, err := session.OpenStreaming(sctx, l.conn, req)
+	if err != nil {
+		scancel()
+		return nil, err
+	}
+	stopOnCtx := context.AfterFunc(ctx, scancel)
+	for {
+		resp, err := sr.Next()
+		if err != nil {
+			stopOnCtx()
+			scancel()
+			return nil, err
+		}
+		switch resp.Lock {
+		case session.LockQueued:
+			a.node, a.unknown = resp.Node, false
+			claim(h, resp.Node)
+		case session.LockGranted:
+			a.node, a.unknown = resp.Node, false
+			claim(h, resp.Node)
+			if !stopOnCtx() {
+				// ctx ended as the grant came: the reset releases it.
+				scancel()
+				return nil, ctx.Err()
+			}
+			if end := h.s.LeaseEnd(); time.Now().After(end) {
+				sr.Close()
+				scancel()
+				h.releaseLater(resp.Node)
+				return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
+			}
+			hd := &hold{node: resp.Node, token: resp.Token, lost: make(chan struct{}), stop: scancel, done: make(chan struct{})}
+			if !c.goFunc(func() { h.watch(sctx, hd, sr) }) {
+				scancel()
+				return nil, ErrClosed
+			}
+			return hd, nil
+		}
+	}
+}
+
+// failed decides what a failed attempt means: done with the error to
+// return, or retry.
+func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request, err error, hops, idle *int) (bool, error) {
+	h, c := a.h, a.h.c
+	if ctx.Err() != nil {
+		a.abandon(l)
+		return true, fmt.Errorf("latch: lock %s: %w", h.path, ctx.Err())
+	}
+	if !isWire(err) {
+		// The stream or the connection broke: the request may have been
+		// applied, and was not withdrawn (the server only withdraws what
+		// a live connection resets).
+		if a.node == "" {
+			a.unknown = true
+		}
+		if !isStreamErr(err) {
+			c.drop(l, "", err)
+			return false, nil
+		}
+		*idle++
+		if !c.sleep(ctx, *idle) {
+			a.abandon(nil)
+			return true, a.wrap(ctx, err)
+		}
+		return false, nil
+	}
+	switch {
+	case errors.Is(err, ErrLocked), errors.Is(err, ErrTimeout):
+		unclaim(h, a.node) // the server withdrew it
+		if errors.Is(err, ErrTimeout) {
+			return true, fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+		}
+		return true, err
+	case errors.Is(err, ErrNotHeld):
+		// The request went away while we waited or re-attached (the
+		// server withdrew it after a connection loss, someone deleted
+		// its node): queue a new one while the session lives.
+		unclaim(h, a.node)
+		a.node = ""
+		*idle++
+		if !c.sleep(ctx, *idle) {
+			return true, a.wrap(ctx, err)
+		}
+		return false, nil
+	case errors.Is(err, ErrWouldDeadlock) && a.node == "" && !a.lookedUp && a.attempts > 1:
+		// After a retry this may be our own earlier request, applied
+		// after the queue was read: look once more.
+		a.unknown, a.lookedUp = true, true
+		return false, nil
+	case errors.Is(err, namespace.ErrClosed):
+		// The member is stopping; the request may have been applied.
+		if a.node == "" {
+			a.unknown = true
+		}
+		c.drop(l, "", err)
+		return false, nil
+	}
+	retry, err := c.onError(ctx, l, h.s, req, err, hops, idle)
+	if !retry {
+		a.abandon(nil)
+		return true, a.wrap(ctx, err)
+	}
+	return false, nil
+}
+
+// wrap explains a failure of Lock, keeping ctx's error visible.
+func (a *acquisition) wrap(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("latch: lock %s: %w (%w)", a.h.path, err, ctx.Err())
+	}
+	return err
+}
+
+// abandon cleans up after a Lock that gave up. A stream reset on a live
+// connection makes the server withdraw the request; otherwise (the link
+// l broke, no stream was open, or the request's fate is unknown) the
+// client withdraws it itself, in the background.
+func (a *acquisition) abandon(l *link) {
+	h := a.h
+	switch {
+	case a.node != "":
+		if l == nil || l.conn.Context().Err() != nil {
+			h.releaseLater(a.node)
+		} else {
+			unclaim(h, a.node)
+		}
+	case a.unknown:
+		h.c.goFunc(func() {
+			ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.DialTimeout)
+			defer cancel()
+			if node, err := h.adopt(ctx); err == nil && node != "" {
+				h.releaseNow(ctx, node)
+			}
+		})
+	}
+}
+
+// adopt finds an unclaimed request of this session on this path in this
+// mode and claims it ("" when there is none).
+func (h *lockHandle) adopt(ctx context.Context) (string, error) {
+	q, err := h.c.LockQueue(ctx, h.path)
+	if err != nil {
+		return "", err
+	}
+	for _, li := range q {
+		if li.Session == h.s.id && li.Mode == h.mode && !li.Phantom && li.Path == h.path && claimIfFree(h, li.Node) {
+			return li.Node, nil
+		}
+	}
+	return "", nil
+}
+
+// watch follows a held lock until it is lost, released or the client
+// closes: it reads the lock's stream, whose end says the lock went away,
+// and re-attaches to the request after a broken connection.
+func (h *lockHandle) watch(sctx context.Context, hd *hold, sr *session.StreamReader) {
+	defer close(hd.done)
+	defer unclaim(h, hd.node)
+	stopSess := make(chan struct{})
+	defer close(stopSess)
+	h.c.goFunc(func() {
+		select {
+		case <-h.s.Done():
+			hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, h.path, h.s.Err()))
+			hd.stop()
+		case <-stopSess:
+		}
+	})
+	for {
+		_, err := sr.Next()
+		if err == nil {
+			continue // no frames are expected while held; ignore
+		}
+		sr.Close()
+		if sctx.Err() != nil {
+			return // Unlock, the session's end or Close
+		}
+		if isWire(err) && !retryElsewhere(err) {
+			hd.lose(fmt.Errorf("%w: %w", ErrLockLost, err))
+			hd.stop()
+			return
+		}
+		if sr, err = h.reattach(sctx, hd.node); err != nil {
+			if sctx.Err() == nil {
+				hd.lose(fmt.Errorf("%w: %w", ErrLockLost, err))
+			}
+			hd.stop()
+			return
+		}
+	}
+}
+
+// reattach opens a stream on the held request node on the current link.
+func (h *lockHandle) reattach(sctx context.Context, node string) (*session.StreamReader, error) {
+	c := h.c
+	req := session.Request{Type: session.MsgLock, Path: h.path, Mode: h.mode, Node: node}
+	hops, idle := 0, 0
+	for {
+		l, err := c.ready4(sctx, h.s, &req)
+		if err != nil {
+			return nil, err
+		}
+		sr, err := session.OpenStreaming(sctx, l.conn, &req)
+		var resp *session.Response
+		if err == nil {
+			resp, err = sr.Next()
+		}
+		if err == nil {
+			if resp.Lock == session.LockGranted {
+				return sr, nil
+			}
+			sr.Close()
+			return nil, fmt.Errorf("%w: %s is waiting again", ErrNotHeld, node)
+		}
+		if sr != nil {
+			sr.Close()
+		}
+		if sctx.Err() != nil {
+			return nil, sctx.Err()
+		}
+		switch {
+		case !isWire(err):
+			if !isStreamErr(err) {
+				c.drop(l, "", err)
+				continue
+			}
+			idle++
+			if !c.sleep(sctx, idle) {
+				return nil, err
+			}
+			continue
+		case errors.Is(err, namespace.ErrClosed):
+			c.drop(l, "", err)
+			continue
+		}
+		if retry, err := c.onError(sctx, l, h.s, &req, err, &hops, &idle); !retry {
+			return nil, err
+		}
+	}
+}
+
+// release runs Unlock.
+func (h *lockHandle) release(ctx context.Context) error {
+	if err := h.begin(false); err != nil {
+		return err
+	}
+	defer h.end()
+	h.mu.Lock()
+	hd := h.cur
+	h.mu.Unlock()
+	if hd == nil {
+		return fmt.Errorf("%w: %s is not locked by this lock", ErrNotHeld, h.path)
+	}
+	hd.mu.Lock()
+	lost := hd.err
+	hd.unlocking = lost == nil
+	hd.mu.Unlock()
+	var err error
+	if lost == nil {
+		err = h.releaseNow(ctx, hd.node)
+	}
+	if err != nil {
+		hd.mu.Lock()
+		hd.unlocking = false
+		hd.mu.Unlock()
+		return err
+	}
+	hd.stop()
+	<-hd.done
+	h.mu.Lock()
+	h.cur = nil
+	h.mu.Unlock()
+	return lost
+}
+
+// releaseNow withdraws or releases node, retrying a release whose answer
+// was lost: node names are never reused, so a second release can only
+// find it gone. A node already gone counts as released.
+func (h *lockHandle) releaseNow(ctx context.Context, node string) error {
+	defer unclaim(h, node)
+	for {
+		_, err := h.c.do(ctx, h.s, &session.Request{Type: session.MsgLockRelease, Node: node})
+		switch {
+		case err == nil, errors.Is(err, ErrNotHeld):
+			return nil
+		case errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil:
+			continue
+		case sessionGone(err), errors.Is(err, ErrSessionClosed), errors.Is(err, ErrClosed):
+			return nil // the session's end released it
+		}
+		return err
+	}
+}
+
+// releaseLater releases node in the background, bounded by DialTimeout.
+func (h *lockHandle) releaseLater(node string) {
+	if !h.c.goFunc(func() {
+		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.DialTimeout)
+		defer cancel()
+		if err := h.releaseNow(ctx, node); err != nil {
+			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session", "node", node, "err", err)
+		}
+	}) {
+		unclaim(h, node)
+	}
+}
+
+// renew runs Renew.
+func (h *lockHandle) renew(ctx context.Context) error {
+	h.mu.Lock()
+	hd := h.cur
+	h.mu.Unlock()
+	if hd == nil {
+		return fmt.Errorf("%w: %s is not locked by this lock", ErrNotHeld, h.path)
+	}
+	if err := hd.lostErr(); err != nil {
+		return err
+	}
+	for {
+		_, err := h.c.do(ctx, h.s, &session.Request{Type: session.MsgLockRenew, Node: hd.node})
+		if errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
+			continue // renewing twice is renewing
+		}
+		return err
+	}
+}
+
+// Claims: the request nodes each session's lock handles own, so that a
+// handle looking for its lost request (adopt) never takes another
+// handle's.
+var claims = struct {
+	sync.Mutex
+	m map[*Session]map[string]*lockHandle
+}{m: map[*Session]map[string]*lockHandle{}}
+
+func claim(h *lockHandle, node string) {
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.s]
+	if set == nil {
+		set = map[string]*lockHandle{}
+		claims.m[h.s] = set
+	}
+	if set[node] == nil {
+		set[node] = h
+	}
+}
+
+func claimIfFree(h *lockHandle, node string) bool {
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.s]
+	if set[node] != nil {
+		return set[node] == h
+	}
+	if set == nil {
+		set = map[string]*lockHandle{}
+		claims.m[h.s] = set
+	}
+	set[node] = h
+	return true
+}
+
+func unclaim(h *lockHandle, node string) {
+	if node == "" {
+		return
+	}
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.s]
+	if set[node] == h {
+		delete(set, node)
+		if len(set) == 0 {
+			delete(claims.m, h.s)
+		}
+	}
+}

@@ -1,0 +1,587 @@
+package server
+
+// Locks over the wire. The lock state machine lives in namespace
+// (OpLockRequest, OpLockCancel, OpLockRelease, OpLockRenew; grants happen
+// inside Apply); this file connects it to clients and to time:
+//
+//   - MsgLock proposes a request and streams its progress. Waiters are
+//     keyed by their request node in a registry fed by the apply observer:
+//     a grant wakes exactly the stream of the request granted, never the
+//     other waiters (no herd).
+//   - The stream stays open after the grant and ends with ErrNotHeld when
+//     the lock goes away, so a client learns at once that it lost a lock
+//     (hold TTL, node deleted, session ended).
+//   - A stream the client resets while its connection lives is a client
+//     that gave up: the request is withdrawn, or the lock released when
+//     the grant raced the reset (OpLockCancel does both). A lost
+//     connection leaves the request in place: the client re-attaches to
+//     it with MsgLock{Node} on whichever member leads next, keeping its
+//     place in the queue; if the client is gone for good, its session
+//     expires and takes the request with it.
+//   - A request whose proposal commits after its stream ended is
+//     withdrawn at once: nobody learned its node. (A client that lost
+//     the answer to a failover finds its request with MsgLockQueue.)
+//   - The leader proposes ticks (OpNoop stamped with its clock) when the
+//     namespace's NextTimer is due, so lock-delays end and hold TTLs
+//     expire through the log. The loop wakes after every applied batch
+//     that granted or lost a lock and runs only while this member is the
+//     ready leader.
+//
+// Lock-delay defaults and bounds are Config.Limits.DefaultLockDelayMillis
+// (5s) and MaxLockDelayMillis (60s); like every limit they must be equal
+// on all members.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// maxListedLocks bounds a LockQueue answer; More says the list was cut.
+const maxListedLocks = 10000
+
+// tickBurst is how many ticks the leader proposes back to back (grants
+// left over from full batches) before it pauses for ExpiryTick, a guard
+// against a loop that would make no progress.
+const tickBurst = 1000
+
+// lockService serves the lock requests of one member.
+type lockService struct {
+	f *front
+
+	mu      sync.Mutex
+	waiters map[string]map[*lockWaiter]struct{} // by request node
+
+	wake chan struct{} // capacity 1: an applied batch may have moved NextTimer
+}
+
+// lockWaiter is one MsgLock stream's view of its request: granted (with
+// the token) and then gone, with the reason. The observer writes it, the
+// stream's handler reads it after notify.
+type lockWaiter struct {
+	node   string
+	notify chan struct{} // capacity 1
+
+	mu      sync.Mutex
+	granted bool
+	token   uint64
+	gone    string // why the request went away; "" while it lives
+}
+
+func (w *lockWaiter) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *lockWaiter) setGranted(token uint64) {
+	w.mu.Lock()
+	if !w.granted && w.gone == "" {
+		w.granted, w.token = true, token
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// setGone records why the request went away. A later, more precise
+// reason (released, lost) replaces "deleted": the node's Deleted event
+// comes first in a command's events.
+func (w *lockWaiter) setGone(why string) {
+	w.mu.Lock()
+	if w.gone == "" || w.gone == goneDeleted {
+		w.gone = why
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *lockWaiter) state() (granted bool, token uint64, gone string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.granted, w.token, w.gone
+}
+
+// Reasons a request went away, as the ErrNotHeld frame tells them.
+const (
+	goneDeleted  = "its node was deleted"
+	goneReleased = "released"
+	goneLost     = "lost (session expired, hold TTL passed or node deleted)"
+)
+
+// registerLocks installs the lock handlers and the lock observer; the
+// caller (register) runs before Start.
+func (f *front) registerLocks() {
+	l := &lockService{f: f, waiters: map[string]map[*lockWaiter]struct{}{}, wake: make(chan struct{}, 1)}
+	f.locks = l
+	f.handleStream(session.MsgLock, l.serveLock)
+	f.handleUnary(session.MsgLockRelease, l.release)
+	f.handleUnary(session.MsgLockRenew, l.renew)
+	f.handleUnary(session.MsgCheckSequencer, l.checkSequencer)
+	f.handleUnary(session.MsgLockQueue, l.queue)
+	// openFront installs f.observers after register.
+	f.observers = append(f.observers, l)
+}
+
+// Applied wakes the waiters of the requests a batch granted or removed,
+// and the tick loop when a batch may have brought NextTimer forward (a
+// grant with a hold TTL, a lock lost into lock-delay, grants left over).
+// It runs on the FSM goroutine and never blocks.
+func (l *lockService) Applied(results []*namespace.Result) {
+	wake := false
+	l.mu.Lock()
+	watching := len(l.waiters) > 0
+	for _, r := range results {
+		if len(r.Grants) > 0 {
+			wake = true
+			if watching {
+				for _, g := range r.Grants {
+					for w := range l.waiters[g.Node] {
+						w.setGranted(g.Token)
+					}
+				}
+			}
+		}
+		for i := range r.Events {
+			ev := &r.Events[i]
+			var why string
+			switch ev.Type {
+			case namespace.EventLockLost:
+				wake, why = true, goneLost
+			case namespace.EventLockReleased:
+				why = goneReleased
+			case namespace.EventDeleted:
+				why = goneDeleted
+			default:
+				continue
+			}
+			if watching {
+				for w := range l.waiters[ev.Path] {
+					w.setGone(why)
+				}
+			}
+		}
+	}
+	l.mu.Unlock()
+	if wake {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *lockService) register(node string) *lockWaiter {
+	w := &lockWaiter{node: node, notify: make(chan struct{}, 1)}
+	l.mu.Lock()
+	set := l.waiters[node]
+	if set == nil {
+		set = map[*lockWaiter]struct{}{}
+		l.waiters[node] = set
+	}
+	set[w] = struct{}{}
+	l.mu.Unlock()
+	return w
+}
+
+func (l *lockService) unregister(w *lockWaiter) {
+	l.mu.Lock()
+	if set := l.waiters[w.node]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(l.waiters, w.node)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// waiterCount is the number of lock streams registered (tests).
+func (l *lockService) waiterCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, set := range l.waiters {
+		n += len(set)
+	}
+	return n
+}
+
+// lockWireError gives the namespace's lock errors their wire identity
+// (session.ErrWouldDeadlock, session.ErrNotHeld) and keeps the
+// namespace's message, which names the request.
+func lockWireError(err error) error {
+	var sentinel error
+	switch {
+	case errors.Is(err, namespace.ErrWouldDeadlock):
+		sentinel = session.ErrWouldDeadlock
+	case errors.Is(err, namespace.ErrNoLock), errors.Is(err, namespace.ErrNotLockOwner), errors.Is(err, namespace.ErrLockNotHeld):
+		sentinel = session.ErrNotHeld
+	default:
+		return err
+	}
+	return &lockError{sentinel: sentinel, msg: err.Error()}
+}
+
+// lockError is an error with the message of one error and the identity
+// of another.
+type lockError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *lockError) Error() string { return e.msg }
+func (e *lockError) Unwrap() error { return e.sentinel }
+
+// proposeLock commits a lock command with a context of its own: a lock
+// command abandoned half way (its client left) would leave a request
+// nobody knows about, so it always runs to its end and the caller decides
+// what to undo.
+func (l *lockService) proposeLock(cmd *namespace.Command) (*namespace.Result, error) {
+	ctx, cancel := context.WithTimeout(l.f.s.ctx, l.f.s.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := l.f.propose(ctx, cmd)
+	if err != nil {
+		return res, lockWireError(err)
+	}
+	return res, nil
+}
+
+// withdraw cancels the request node of session (waiting or held) unless
+// it is gone already. Failures are logged: the request then ends with its
+// session, or the client withdraws it after re-attaching.
+func (l *lockService) withdraw(node string, sessionID uint64) {
+	if _, err := l.f.s.store.Lock(node); err != nil {
+		return // gone (or the store is closing)
+	}
+	_, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: node, Session: sessionID})
+	if err != nil && !errors.Is(err, session.ErrNotHeld) {
+		l.f.log.Debug("lock withdraw not committed", "node", node, "session", sessionID, "err", err)
+	}
+}
+
+// clientReset reports whether the client reset str while its connection
+// lives: it gave up on the request. A stream that ended with its
+// connection is not a decision of the client.
+func clientReset(c *clientConn, str *quic.Stream) bool {
+	if c.conn.Context().Err() != nil {
+		return false
+	}
+	var se *quic.StreamError
+	return errors.As(context.Cause(str.Context()), &se) && se.Remote
+}
+
+func checkLockMode(m session.LockMode) error {
+	if m != session.LockExclusive && m != session.LockShared {
+		return fmt.Errorf("%w: lock mode %d", namespace.ErrBadCommand, m)
+	}
+	return nil
+}
+
+// serveLock runs one MsgLock stream: request (or re-attach), wait, grant,
+// then watch the held lock until it goes away.
+func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+	switch {
+	case req.Session == 0:
+		return fmt.Errorf("%w: a lock request needs a session", session.ErrUnknownSession)
+	case req.TimeoutMillis < 0:
+		return fmt.Errorf("%w: lock timeout %dms is negative", namespace.ErrBadCommand, req.TimeoutMillis)
+	}
+	if err := checkLockMode(req.Mode); err != nil {
+		return err
+	}
+	if err := l.f.checkData(req.Data); err != nil {
+		return err
+	}
+	// Only the ready leader serves locks: a follower could not withdraw
+	// a request, and a re-attach must see every committed grant.
+	if err := l.f.keep.serving(); err != nil {
+		return err
+	}
+	var (
+		w   *lockWaiter
+		rev uint64
+	)
+	if req.Node != "" {
+		w = l.register(req.Node)
+		defer l.unregister(w)
+		info, err := l.f.s.store.Lock(req.Node)
+		switch {
+		case err != nil:
+			return lockWireError(err)
+		case info.Session != req.Session:
+			return fmt.Errorf("%w: %s belongs to session %d", session.ErrNotHeld, req.Node, info.Session)
+		case req.Path != "" && info.Path != req.Path:
+			return fmt.Errorf("%w: %s is a request on %s, not %s", namespace.ErrBadCommand, req.Node, info.Path, req.Path)
+		case info.Granted:
+			w.setGranted(info.Token)
+		}
+		rev = info.Rev
+	} else {
+		res, err := l.proposeLock(&namespace.Command{
+			Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
+			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data,
+		})
+		if err != nil {
+			return err
+		}
+		rev = res.Index
+		w = l.register(res.Path)
+		defer l.unregister(w)
+		// A grant applied between the proposal and the registration
+		// reached no waiter: the index has it.
+		if info, err := l.f.s.store.Lock(res.Path); err == nil && info.Granted {
+			w.setGranted(info.Token)
+		}
+		if str.Context().Err() != nil {
+			l.withdraw(w.node, req.Session) // nobody learned the node
+			return nil
+		}
+	}
+	granted, token, gone := w.state()
+	if gone != "" {
+		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	}
+	if !granted {
+		if req.Try {
+			l.withdraw(w.node, req.Session)
+			return fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
+		}
+		if err := session.WriteResponse(str, &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}); err != nil {
+			l.ended(c, str, w.node, req.Session)
+			return nil
+		}
+		var err error
+		if token, err = l.wait(ctx, c, str, w, req); err != nil || token == 0 {
+			return err
+		}
+	}
+	if err := session.WriteResponse(str, &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}); err != nil {
+		l.ended(c, str, w.node, req.Session)
+		return nil
+	}
+	return l.hold(ctx, c, str, w, req.Session)
+}
+
+// wait blocks until w's request is granted and returns its token. A
+// token of 0 with no error means the stream ended and there is nothing
+// to answer.
+func (l *lockService) wait(ctx context.Context, c *clientConn, str *quic.Stream, w *lockWaiter, req *session.Request) (uint64, error) {
+	var timeout <-chan time.Time
+	if req.TimeoutMillis > 0 {
+		t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		granted, token, gone := w.state()
+		switch {
+		case gone != "":
+			return 0, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+		case granted:
+			return token, nil
+		}
+		select {
+		case <-w.notify:
+		case <-timeout:
+			// A grant racing the timeout is released by the cancel.
+			l.withdraw(w.node, req.Session)
+			return 0, fmt.Errorf("%w: lock %s not granted within %dms (request withdrawn)", session.ErrTimeout, req.Path, req.TimeoutMillis)
+		case <-ctx.Done():
+			l.ended(c, str, w.node, req.Session)
+			return 0, nil
+		}
+	}
+}
+
+// hold watches a granted lock until it goes away (then the stream ends
+// with ErrNotHeld) or the stream ends.
+func (l *lockService) hold(ctx context.Context, c *clientConn, str *quic.Stream, w *lockWaiter, sessionID uint64) error {
+	for {
+		if _, _, gone := w.state(); gone != "" {
+			return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+		}
+		select {
+		case <-w.notify:
+		case <-ctx.Done():
+			l.ended(c, str, w.node, sessionID)
+			return nil
+		}
+	}
+}
+
+// ended handles a lock stream that ended from the client's side or with
+// the member: a client that reset it gave up, so its request goes; a lost
+// connection or a stopping member leaves it for the client to re-attach.
+func (l *lockService) ended(c *clientConn, str *quic.Stream, node string, sessionID uint64) {
+	if clientReset(c, str) {
+		l.withdraw(node, sessionID)
+	}
+}
+
+// release handles MsgLockRelease: the lock request Node goes, held or
+// waiting.
+func (l *lockService) release(_ context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if req.Node == "" {
+		return nil, fmt.Errorf("%w: release names no request node", namespace.ErrBadCommand)
+	}
+	if err := l.f.keep.serving(); err != nil {
+		return nil, err
+	}
+	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: req.Node, Session: req.Session})
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Rev: res.Index}, nil
+}
+
+// renew handles MsgLockRenew: the hold TTL of Node starts again.
+func (l *lockService) renew(_ context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	if req.Node == "" {
+		return nil, fmt.Errorf("%w: renew names no request node", namespace.ErrBadCommand)
+	}
+	if err := l.f.keep.serving(); err != nil {
+		return nil, err
+	}
+	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session})
+	if err != nil {
+		return nil, err
+	}
+	resp := &session.Response{Rev: res.Index}
+	if info, err := l.f.s.store.Lock(req.Node); err == nil {
+		resp.TTLMillis = info.HoldTTLMillis
+	}
+	return resp, nil
+}
+
+// checkSequencer handles MsgCheckSequencer with a linearizable read
+// (unless Stale).
+func (l *lockService) checkSequencer(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	sq := req.Sequencer
+	if sq == nil {
+		return nil, fmt.Errorf("%w: check names no sequencer", namespace.ErrBadCommand)
+	}
+	if err := checkLockMode(sq.Mode); err != nil {
+		return nil, err
+	}
+	rev, err := l.f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := l.f.s.store.CheckSequencer(sq.Path, namespace.LockMode(sq.Mode), sq.Token, sq.Session)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Response{Valid: ok, Rev: rev}, nil
+}
+
+// queue handles MsgLockQueue.
+func (l *lockService) queue(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	rev, err := l.f.readAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := l.f.s.store.LockQueue(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	resp := &session.Response{Rev: rev, Locks: make([]session.LockInfo, 0, min(len(infos), maxListedLocks))}
+	budget := l.f.s.cfg.Transport.MaxFrameSize / 2
+	for _, q := range infos {
+		size := 96 + len(q.Node) + len(q.Path)
+		if len(resp.Locks) == maxListedLocks || budget < size {
+			resp.More = true
+			break
+		}
+		budget -= size
+		resp.Locks = append(resp.Locks, session.LockInfo{
+			Node: q.Node, Path: q.Path, Mode: session.LockMode(q.Mode), Session: q.Session, Rev: q.Rev,
+			HoldTTLMillis: q.HoldTTLMillis, LockDelayMillis: q.LockDelayMillis,
+			Granted: q.Granted, Token: q.Token, GrantTime: q.GrantTime, Deadline: q.Deadline,
+			Phantom: q.Phantom, DelayEnd: q.DelayEnd,
+		})
+	}
+	return resp, nil
+}
+
+// runTimers proposes the namespace's lock ticks while this member is the
+// ready leader, until stop.
+func (l *lockService) runTimers(stop <-chan struct{}) {
+	sub, cancel := l.f.s.SubscribeLeadership()
+	defer cancel()
+	leader := false
+	for {
+		if !leader {
+			select {
+			case <-stop:
+				return
+			case leader = <-sub:
+			}
+			continue
+		}
+		leader = l.tickWhileLeader(stop, sub)
+	}
+}
+
+// tickWhileLeader proposes a tick whenever NextTimer is due. It returns
+// whether this member leads again (a new term) when it stops.
+func (l *lockService) tickWhileLeader(stop <-chan struct{}, sub <-chan bool) bool {
+	s := l.f.s
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	burst := 0
+	for {
+		next, ok := s.store.NextTimer()
+		now := s.cfg.Clock().UnixNano()
+		wait := s.cfg.ExpiryTick
+		if ok && next <= now && burst < tickBurst {
+			burst++
+			err := l.tick()
+			if err == nil {
+				continue
+			}
+			var nl *NotLeaderError
+			if errors.As(err, &nl) || errors.Is(err, ErrClosed) {
+				return s.IsLeader()
+			}
+			s.log.Warn("lock tick not committed; retrying", "err", err)
+		} else {
+			if burst >= tickBurst {
+				s.log.Warn("lock ticks keep coming due; pausing", "ticks", burst)
+			}
+			burst = 0
+			if ok {
+				// A Clock that is not the wall clock (tests) is re-read at
+				// least every ExpiryTick.
+				wait = min(max(time.Duration(next-now), 0), wait)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-stop:
+			return false
+		case leader := <-sub:
+			return leader
+		case <-l.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// tick commits one OpNoop stamped with this leader's clock: it fires the
+// lock timers due by then and grants what they free.
+func (l *lockService) tick() error {
+	ctx, cancel := context.WithTimeout(l.f.s.ctx, l.f.s.cfg.ApplyTimeout)
+	defer cancel()
+	res, err := l.f.s.Propose(ctx, &namespace.Command{Op: namespace.OpNoop})
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
