@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"testing"
@@ -223,4 +224,35 @@ func TestFrontMutualTLS(t *testing.T) {
 			t.Fatal("a client without a certificate was served")
 		}
 	}
+}
+
+// Every stream's goroutine ends with its stream, while the connection
+// lives on: answered, refused, cancelled and abandoned requests and
+// closed watches leave nothing behind.
+func TestFrontStreamsEnd(t *testing.T) {
+	fc := startFront(t, 1, nil)
+	conn := fc.dial(0)
+	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/"})
+	base := runtime.NumGoroutine()
+	for i := range 50 {
+		ok(t, conn, &session.Request{Type: session.MsgCreate, Path: "/k" + string(rune('a'+i%26)) + string(rune('a'+i/26))})
+		rawStream(t, conn, []byte{0, 0, 0, 9, 1})                  // truncated
+		rawStream(t, conn, encode(t, &session.Request{Type: 250})) // unknown
+		w := watch(t, conn, &session.Request{Path: "/", Kind: session.WatchChildren})
+		w.sr.Close()
+		str, err := conn.OpenStreamSync(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		str.Write([]byte{0, 0}) // half a header, then the client gives up
+		str.CancelWrite(session.StreamCanceled)
+		str.CancelRead(session.StreamCanceled)
+	}
+	servertest.Eventually(t, "stream goroutines ended", func() error {
+		if n := runtime.NumGoroutine(); n > base+5 {
+			return fmt.Errorf("%d goroutines, %d before the requests", n, base)
+		}
+		return nil
+	})
+	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/"})
 }
