@@ -3,100 +3,321 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/servertest"
 )
 
-func TestMutexBasic(t *testing.T) {
-	tc := startLockCluster(t, 3)
-	c1, c2 := tc.dial(2*time.Second), tc.dial(2*time.Second)
-	ctx := testCtx(t)
-
-	m1 := NewMutex(c1.Session(), "/jobs/nightly")
-	if err := m1.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tok1 := m1.Token()
-	if tok1 == 0 || m1.Node() == "" {
-		t.Fatalf("token %d node %q after Lock", tok1, m1.Node())
-	}
-	ok, err := c2.CheckSequencer(ctx, m1.Sequencer())
-	if err != nil || !ok {
-		t.Fatalf("CheckSequencer of the holder = %v, %v", ok, err)
-	}
-
-	m2 := NewMutex(c2.Session(), "/jobs/nightly")
-	got := make(chan error, 1)
-	go func() { got <- m2.Lock(ctx) }()
-	// m2 queues behind m1: its request node appears, not granted.
-	servertest.Eventually(t, "second request queued", func() error {
-		q, err := c2.LockQueue(ctx, "/jobs/nightly")
+// waitQueue polls path's lock queue until check accepts it.
+func waitQueue(t *testing.T, c *Client, path string, what string, check func(q []LockInfo) error) []LockInfo {
+	t.Helper()
+	var last []LockInfo
+	servertest.Eventually(t, what, func() error {
+		q, err := c.LockQueue(testCtx(t), path)
 		if err != nil {
 			return err
 		}
-		if len(q) != 2 || !q[0].Granted || q[1].Granted {
-			return errors.New("queue not [held, waiting] yet")
+		last = q
+		return check(q)
+	})
+	return last
+}
+
+// queueShape accepts a queue of exactly these grant states, in order.
+func queueShape(granted ...bool) func(q []LockInfo) error {
+	return func(q []LockInfo) error {
+		if len(q) != len(granted) {
+			return fmt.Errorf("queue %+v, want %d entries", q, len(granted))
+		}
+		for i, g := range granted {
+			if q[i].Granted != g {
+				return fmt.Errorf("queue %+v: entry %d granted=%v, want %v", q, i, q[i].Granted, g)
+			}
 		}
 		return nil
-	})
-	select {
-	case err := <-got:
-		t.Fatalf("second Lock returned %v while the first holds", err)
-	default:
-	}
-	if err := m1.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if m2.Token() <= tok1 {
-		t.Fatalf("second token %d not above first %d", m2.Token(), tok1)
-	}
-	if ok, _ := c2.CheckSequencer(ctx, m1.Sequencer()); ok {
-		t.Fatal("the released holder's sequencer still checks")
-	}
-	select {
-	case <-m1.Lost():
-		t.Fatalf("Unlock closed Lost (%v)", m1.Err())
-	default:
-	}
-	if err := m2.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m2.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
 	}
 }
 
-func TestMutexTryLockAndTimeout(t *testing.T) {
-	tc := startLockCluster(t, 1)
-	c1, c2 := tc.dial(2*time.Second), tc.dial(2*time.Second)
-	ctx := testCtx(t)
-	m1 := NewMutex(c1.Session(), "/t")
-	if err := m1.TryLock(ctx); err != nil {
-		t.Fatal(err)
+// lockAsync runs lock in a goroutine and returns its result channel.
+func lockAsync(ctx context.Context, lock func(context.Context) error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- lock(ctx) }()
+	return ch
+}
+
+func notDone(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("%s returned early: %v", what, err)
+	default:
 	}
-	m2 := NewMutex(c2.Session(), "/t")
-	if err := m2.TryLock(ctx); !errors.Is(err, ErrLocked) {
-		t.Fatalf("TryLock of a held lock = %v, want ErrLocked", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if err := m2.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock past its deadline = %v", err)
-	}
-	// Both failed waits left nothing in the queue.
-	servertest.Eventually(t, "queue holds only the holder", func() error {
-		names, err := c2.Children(ctx, "/t")
+}
+
+func done(t *testing.T, ch <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
 		if err != nil {
-			return err
+			t.Fatalf("%s: %v", what, err)
 		}
-		if len(names) != 1 {
-			return errors.New("children: " + names[0])
+	case <-time.After(servertest.WaitTimeout):
+		t.Fatalf("%s did not return", what)
+	}
+}
+
+// TestLocks runs the lock tests that share one three-member cluster.
+func TestLocks(t *testing.T) {
+	tc := startLockCluster(t, 3)
+	c1, c2, c3 := tc.dial(3*time.Second), tc.dial(3*time.Second), tc.dial(3*time.Second)
+
+	t.Run("MutexBasic", func(t *testing.T) {
+		ctx := testCtx(t)
+		m1 := NewMutex(c1.Session(), "/jobs/nightly")
+		if err := m1.Lock(ctx); err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		tok1 := m1.Token()
+		if tok1 == 0 || m1.Node() == "" {
+			t.Fatalf("token %d node %q after Lock", tok1, m1.Node())
+		}
+		if ok, err := c2.CheckSequencer(ctx, m1.Sequencer()); err != nil || !ok {
+			t.Fatalf("CheckSequencer of the holder = %v, %v", ok, err)
+		}
+		m2 := NewMutex(c2.Session(), "/jobs/nightly")
+		got := lockAsync(ctx, m2.Lock)
+		waitQueue(t, c2, "/jobs/nightly", "second request queued", queueShape(true, false))
+		notDone(t, got, "second Lock")
+		if err := m1.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done(t, got, "second Lock")
+		if m2.Token() <= tok1 {
+			t.Fatalf("second token %d not above first %d", m2.Token(), tok1)
+		}
+		if ok, _ := c2.CheckSequencer(ctx, m1.Sequencer()); ok {
+			t.Fatal("the released holder's sequencer still checks")
+		}
+		select {
+		case <-m1.Lost():
+			t.Fatalf("Unlock closed Lost (%v)", m1.Err())
+		default:
+		}
+		if err := m2.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := m2.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("second Unlock = %v, want ErrNotHeld", err)
+		}
+	})
+
+	t.Run("TryLockAndTimeoutLeaveNothing", func(t *testing.T) {
+		ctx := testCtx(t)
+		m1 := NewMutex(c1.Session(), "/t")
+		if err := m1.TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer m1.Unlock(ctx)
+		m2 := NewMutex(c2.Session(), "/t")
+		if err := m2.TryLock(ctx); !errors.Is(err, ErrLocked) {
+			t.Fatalf("TryLock of a held lock = %v, want ErrLocked", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if err := m2.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock past its deadline = %v", err)
+		}
+		// A wait cancelled (not timed out) withdraws its node too.
+		cctx, ccancel := context.WithCancel(ctx)
+		got := lockAsync(cctx, NewMutex(c3.Session(), "/t").Lock)
+		waitQueue(t, c3, "/t", "cancelled waiter queued", queueShape(true, false))
+		ccancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Lock = %v", err)
+		}
+		// ls shows only the holder's node: the failed waits left nothing.
+		servertest.Eventually(t, "only the holder's node under /t", func() error {
+			names, err := c2.Children(ctx, "/t")
+			if err != nil {
+				return err
+			}
+			if len(names) != 1 || "/t/"+names[0] != m1.Node() {
+				return fmt.Errorf("children %v, want only %s", names, m1.Node())
+			}
+			return nil
+		})
+	})
+
+	t.Run("RWMutex", func(t *testing.T) {
+		ctx := testCtx(t)
+		r1, r2 := NewRWMutex(c1.Session(), "/rw"), NewRWMutex(c2.Session(), "/rw")
+		w := NewRWMutex(c3.Session(), "/rw")
+		if err := r1.RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r2.RLock(ctx); err != nil { // readers together
+			t.Fatal(err)
+		}
+		wl := lockAsync(ctx, w.Lock)
+		waitQueue(t, c3, "/rw", "writer waits for both readers", queueShape(true, true, false))
+		// A reader arriving after the waiting writer waits too (FIFO).
+		r3 := NewRWMutex(c1.Session(), "/rw") // another request of c1's session: shared with shared is fine
+		rl := lockAsync(ctx, r3.RLock)
+		waitQueue(t, c3, "/rw", "late reader queued behind the writer", queueShape(true, true, false, false))
+		if err := r1.RUnlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		notDone(t, wl, "writer with one reader left")
+		if err := r2.RUnlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done(t, wl, "writer")
+		waitQueue(t, c3, "/rw", "writer alone", queueShape(true, false))
+		notDone(t, rl, "reader behind the writer")
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done(t, rl, "reader after the writer")
+		if err := r3.RUnlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("HierarchyParentWaitsForChild", func(t *testing.T) {
+		ctx := testCtx(t)
+		child := NewMutex(c1.Session(), "/billing/job-a")
+		if err := child.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		parent := NewMutex(c2.Session(), "/billing")
+		pl := lockAsync(ctx, parent.Lock)
+		waitQueue(t, c2, "/billing", "parent request queued", queueShape(false))
+		// A sibling requested after the waiting parent waits for it.
+		sib := NewMutex(c3.Session(), "/billing/job-b")
+		sl := lockAsync(ctx, sib.Lock)
+		waitQueue(t, c3, "/billing/job-b", "sibling queued", queueShape(false))
+		notDone(t, pl, "parent Lock while a child is held")
+		if err := child.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done(t, pl, "parent Lock")
+		notDone(t, sl, "child Lock requested after the parent")
+		if err := parent.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done(t, sl, "sibling Lock")
+		if err := sib.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("SelfConflictWouldDeadlock", func(t *testing.T) {
+		ctx := testCtx(t)
+		a := NewMutex(c1.Session(), "/self")
+		if err := a.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer a.Unlock(ctx)
+		for _, p := range []string{"/self", "/self/below", "/"} {
+			err := NewMutex(c1.Session(), p).Lock(ctx)
+			if !errors.Is(err, ErrWouldDeadlock) {
+				t.Fatalf("same session locking %s = %v, want ErrWouldDeadlock", p, err)
+			}
+		}
+		if err := a.Lock(ctx); !errors.Is(err, ErrWouldDeadlock) {
+			t.Fatalf("Lock of a held Mutex = %v", err)
+		}
+		// Another session of the same client is another owner: it waits.
+		s2, err := c1.NewSession(ctx, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close(ctx)
+		if err := NewMutex(s2, "/self").TryLock(ctx); !errors.Is(err, ErrLocked) {
+			t.Fatalf("other session TryLock = %v, want ErrLocked", err)
+		}
+	})
+
+	t.Run("LostOnSessionExpiry", func(t *testing.T) {
+		ctx := testCtx(t)
+		s, err := c1.NewSession(ctx, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewMutex(s, "/expiring")
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := NewMutex(c2.Session(), "/expiring")
+		nl := lockAsync(ctx, next.Lock)
+		waitQueue(t, c2, "/expiring", "next waiter queued", queueShape(true, false))
+		// The leader expires the session (what its reaper does when the
+		// lease runs out).
+		res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpSessionExpire, Sessions: []uint64{s.ID()}})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		select {
+		case <-m.Lost():
+		case <-time.After(servertest.WaitTimeout):
+			t.Fatal("Lost not closed after the session expired")
+		}
+		if !errors.Is(m.Err(), ErrLockLost) {
+			t.Fatalf("Err after expiry = %v, want ErrLockLost", m.Err())
+		}
+		// Lock-delay: the phantom keeps the lock for testLockDelay.
+		q := waitQueue(t, c2, "/expiring", "holder turned phantom", func(q []LockInfo) error {
+			if len(q) == 0 || !q[0].Phantom {
+				return fmt.Errorf("queue %+v", q)
+			}
+			return nil
+		})
+		delayEnd := q[0].DelayEnd
+		done(t, nl, "next waiter")
+		info := waitQueue(t, c2, "/expiring", "next holds", queueShape(true))[0]
+		if info.GrantTime < delayEnd {
+			t.Fatalf("granted at %d, before the lock-delay ended at %d", info.GrantTime, delayEnd)
+		}
+		if err := next.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("HoldTTL", func(t *testing.T) {
+		ctx := testCtx(t)
+		m := NewMutex(c1.Session(), "/ttl", WithHoldTTL(400*time.Millisecond), WithLockDelay(0))
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		// Renewing keeps it past its first TTL.
+		for time.Since(start) < 600*time.Millisecond {
+			if err := m.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-m.Lost():
+				t.Fatalf("lost while renewed: %v", m.Err())
+			case <-time.After(100 * time.Millisecond): // the renewal period of this test
+			}
+		}
+		select {
+		case <-m.Lost():
+		case <-time.After(servertest.WaitTimeout):
+			t.Fatal("Lost not closed after the hold TTL")
+		}
+		if d := time.Since(start); d < 600*time.Millisecond {
+			t.Fatalf("lost after %v", d)
+		}
+		if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("Unlock of a lost lock = %v, want ErrLockLost", err)
+		}
+		// Not held by anyone now, and no lock-delay.
+		if err := NewMutex(c2.Session(), "/ttl").TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -726,50 +726,57 @@ func (h *lockHandle) renew(ctx context.Context) error {
 // Claims: the request nodes each session's lock handles own, so that a
 // handle looking for its lost request (adopt) never takes another
 // handle's.
+// Semaphore uses them the same way.
 var claims = struct {
 	sync.Mutex
-	m map[*Session]map[string]*lockHandle
-}{m: map[*Session]map[string]*lockHandle{}}
+	m map[*Session]map[string]claimer
+}{m: map[*Session]map[string]claimer{}}
 
-func claim(h *lockHandle, node string) {
+// claimer is a recipe value that owns request nodes of one session.
+type claimer interface{ owner() *Session }
+
+func (h *lockHandle) owner() *Session { return h.s }
+func (m *Semaphore) owner() *Session  { return m.s }
+
+func claim(h claimer, node string) {
 	claims.Lock()
 	defer claims.Unlock()
-	set := claims.m[h.s]
+	set := claims.m[h.owner()]
 	if set == nil {
-		set = map[string]*lockHandle{}
-		claims.m[h.s] = set
+		set = map[string]claimer{}
+		claims.m[h.owner()] = set
 	}
 	if set[node] == nil {
 		set[node] = h
 	}
 }
 
-func claimIfFree(h *lockHandle, node string) bool {
+func claimIfFree(h claimer, node string) bool {
 	claims.Lock()
 	defer claims.Unlock()
-	set := claims.m[h.s]
+	set := claims.m[h.owner()]
 	if set[node] != nil {
 		return set[node] == h
 	}
 	if set == nil {
-		set = map[string]*lockHandle{}
-		claims.m[h.s] = set
+		set = map[string]claimer{}
+		claims.m[h.owner()] = set
 	}
 	set[node] = h
 	return true
 }
 
-func unclaim(h *lockHandle, node string) {
+func unclaim(h claimer, node string) {
 	if node == "" {
 		return
 	}
 	claims.Lock()
 	defer claims.Unlock()
-	set := claims.m[h.s]
+	set := claims.m[h.owner()]
 	if set[node] == h {
 		delete(set, node)
 		if len(set) == 0 {
-			delete(claims.m, h.s)
+			delete(claims.m, h.owner())
 		}
 	}
 }

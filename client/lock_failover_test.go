@@ -1,0 +1,113 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/servertest"
+)
+
+// TestLockFailover stops the leader while one client holds a lock and
+// another waits for it: the holder keeps it (its session lives on the new
+// leader), the waiter keeps its place (it re-attaches to its request, no
+// second request appears), and both streams still report what happens
+// afterwards.
+func TestLockFailover(t *testing.T) {
+	tc := startLockCluster(t, 3)
+	holder, waiter := tc.dial(3*time.Second), tc.dial(3*time.Second)
+	ctx := testCtx(t)
+
+	m1 := NewMutex(holder.Session(), "/f")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m2 := NewMutex(waiter.Session(), "/f")
+	wl := lockAsync(ctx, m2.Lock)
+	before := waitQueue(t, waiter, "/f", "waiter queued", queueShape(true, false))
+
+	leader := tc.WaitLeader()
+	tc.Stop(leader)
+	tc.WaitLeader()
+
+	// The same two requests, in the same order, on the new leader.
+	after := waitQueue(t, waiter, "/f", "queue after failover", queueShape(true, false))
+	for i := range before {
+		if after[i].Node != before[i].Node {
+			t.Fatalf("queue changed over the failover: %+v -> %+v", before, after)
+		}
+	}
+	notDone(t, wl, "waiter")
+	if ok, err := waiter.CheckSequencer(ctx, m1.Sequencer()); err != nil || !ok {
+		t.Fatalf("holder's sequencer after failover: %v %v", ok, err)
+	}
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done(t, wl, "waiter after the holder unlocked")
+	select {
+	case <-m1.Lost():
+		t.Fatalf("the holder's lock was reported lost over the failover: %v", m1.Err())
+	default:
+	}
+	if m2.Node() != before[1].Node || m2.Token() <= before[0].Token {
+		t.Fatalf("waiter holds %s token %d; want %s above %d", m2.Node(), m2.Token(), before[1].Node, before[0].Token)
+	}
+
+	// The waiter's hold is watched on the new leader: deleting its node
+	// is reported at once.
+	res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpDelete, Path: m2.Node(), Version: namespace.AnyVersion})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	select {
+	case <-m2.Lost():
+	case <-time.After(servertest.WaitTimeout):
+		t.Fatal("Lost not closed after the node was deleted")
+	}
+	if !errors.Is(m2.Err(), ErrLockLost) {
+		t.Fatalf("Err = %v", m2.Err())
+	}
+	if err := holder.Session().Err(); err != nil {
+		t.Fatalf("holder's session: %v", err)
+	}
+	waitQueue(t, waiter, "/f", "queue empty", func(q []LockInfo) error {
+		if len(q) != 0 {
+			return fmt.Errorf("queue %+v", q)
+		}
+		return nil
+	})
+}
+
+// TestLockAdoptsUnknownRequest: a Lock whose request may have been
+// applied without its answer (the connection broke first) finds the
+// session's request in the queue and waits on it, instead of queueing a
+// second one (ErrWouldDeadlock for an exclusive lock).
+func TestLockAdoptsUnknownRequest(t *testing.T) {
+	tc := startLockCluster(t, 1)
+	c := tc.dial(3 * time.Second)
+	ctx := testCtx(t)
+	res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpLockRequest, Path: "/adopt", Session: c.Session().ID()})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h := newLockHandle(c.Session(), "/adopt", LockExclusive, lockOptions{})
+	a := &acquisition{h: h, unknown: true}
+	hd, err := a.run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hd.node != res.Path || hd.token != res.Index {
+		t.Fatalf("held %s token %d, want the earlier request %s token %d", hd.node, hd.token, res.Path, res.Index)
+	}
+	waitQueue(t, c, "/adopt", "one request", queueShape(true))
+	h.mu.Lock()
+	h.cur, h.last = hd, hd
+	h.mu.Unlock()
+	if err := h.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitQueue(t, c, "/adopt", "released", queueShape())
+}
