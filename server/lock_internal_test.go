@@ -1,0 +1,372 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// A grant wakes the waiter of the request granted and no other; a removal
+// tells the waiter why.
+func TestLockObserverWakesOnlyGrantedWaiter(t *testing.T) {
+	l := &lockService{waiters: map[string]map[*lockWaiter]struct{}{}, wake: make(chan struct{}, 1)}
+	var ws []*lockWaiter
+	for i := range 50 {
+		ws = append(ws, l.register(fmt.Sprintf("/l/lock-x-%010d", i)))
+	}
+	l.Applied([]*namespace.Result{{
+		Index:  60,
+		Grants: []namespace.Grant{{Node: ws[7].node, Path: "/l", Session: 1, Token: 60}},
+		Events: []namespace.Event{
+			{Type: namespace.EventDeleted, Path: ws[3].node, Rev: 60},
+			{Type: namespace.EventLockGranted, Path: ws[7].node, Rev: 60},
+		},
+	}})
+	for i, w := range ws {
+		woken := len(w.notify) == 1
+		granted, token, gone := w.state()
+		switch i {
+		case 7:
+			if !woken || !granted || token != 60 || gone != "" {
+				t.Fatalf("granted waiter: woken %v granted %v token %d gone %q", woken, granted, token, gone)
+			}
+		case 3:
+			if !woken || granted || gone != goneDeleted {
+				t.Fatalf("removed waiter: woken %v granted %v gone %q", woken, granted, gone)
+			}
+		default:
+			if woken || granted || gone != "" {
+				t.Fatalf("waiter %d woken by another's grant", i)
+			}
+		}
+	}
+	if len(l.wake) != 1 {
+		t.Fatal("a grant did not wake the tick loop")
+	}
+	// A held lock lost: the precise reason replaces "deleted".
+	l.Applied([]*namespace.Result{{Index: 61, Events: []namespace.Event{
+		{Type: namespace.EventDeleted, Path: ws[7].node, Rev: 61},
+		{Type: namespace.EventLockLost, Path: ws[7].node, Rev: 61},
+	}}})
+	if _, _, gone := ws[7].state(); gone != goneLost {
+		t.Fatalf("lost lock reported as %q", gone)
+	}
+	for _, w := range ws {
+		l.unregister(w)
+	}
+	if n := l.waiterCount(); n != 0 {
+		t.Fatalf("%d waiters left", n)
+	}
+}
+
+// An entry that does not decode is applied as a no-op, which may grant
+// locks left over from a full batch: observers see those grants and
+// events, and the proposer gets the decode error with them.
+func TestFSMDecodeErrorKeepsGrants(t *testing.T) {
+	limits := namespace.DefaultLimits()
+	limits.MaxLockBatch = 1
+	st, err := namespace.Open(namespace.Config{Dir: t.TempDir(), Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	obs := &recordingObserver{}
+	f := newFSM(st, obs)
+	// Session 1 holds /l; sessions 3 and 4 wait to read it.
+	f.ApplyBatch([]*raft.Log{
+		commandLog(t, 1, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 2, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Session: 1}),
+		commandLog(t, 3, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 4, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 5, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 3}),
+		commandLog(t, 6, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 4}),
+	})
+	q, err := st.LockQueue("/l")
+	if err != nil || len(q) != 3 || !q[0].Granted {
+		t.Fatalf("queue %+v %v", q, err)
+	}
+	// Releasing the writer makes both readers runnable; one batch grants one.
+	out := f.ApplyBatch([]*raft.Log{commandLog(t, 7, namespace.Command{Op: namespace.OpLockRelease, Path: q[0].Node, Session: 1})})
+	if r := out[0].(*namespace.Result); r.Err != nil || len(r.Grants) != 1 {
+		t.Fatalf("release: %+v", r)
+	}
+	if _, ok := st.NextTimer(); !ok {
+		t.Fatal("a grant left over, but NextTimer asks for no tick")
+	}
+	obs.batches = nil
+	out = f.ApplyBatch([]*raft.Log{{Index: 8, Term: 1, Type: raft.LogCommand, Data: []byte{0xc1, 0xff}}})
+	r := out[0].(*namespace.Result)
+	if !errors.Is(r.Err, namespace.ErrMalformed) {
+		t.Fatalf("proposer's result: %v, want ErrMalformed", r.Err)
+	}
+	if len(r.Grants) != 1 || r.Grants[0].Node != q[2].Node {
+		t.Fatalf("proposer's result lost the grant: %+v", r)
+	}
+	if len(obs.batches) != 1 || len(obs.batches[0]) != 1 {
+		t.Fatalf("observer saw %+v", obs.batches)
+	}
+	seen := obs.batches[0][0]
+	if seen.Err != nil || len(seen.Grants) != 1 || seen.Grants[0].Node != q[2].Node || len(seen.Events) == 0 {
+		t.Fatalf("observer's result: %+v, want the no-op's grant and events", seen)
+	}
+}
+
+// Lock timers commit through ticks proposed by the leader alone: a hold
+// TTL ends and a lock-delay runs out with no other command coming.
+func TestLockTicks(t *testing.T) {
+	s := startDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	propose := func(cmd *namespace.Command) *namespace.Result {
+		t.Helper()
+		res, err := s.Propose(ctx, cmd)
+		if err != nil || res.Err != nil {
+			t.Fatalf("%v: %v %v", cmd.Op, err, res)
+		}
+		return res
+	}
+	sess := propose(&namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 60000, Secret: []byte("0123456789abcdef")}).Session
+	res := propose(&namespace.Command{Op: namespace.OpLockRequest, Path: "/ttl", Session: sess, HoldTTLMillis: 150, LockDelayMillis: 200})
+	if len(res.Grants) != 1 {
+		t.Fatalf("not granted: %+v", res)
+	}
+	start := time.Now()
+	waitCond(t, "hold TTL and lock-delay to end", func() error {
+		q, err := s.Store().LockQueue("/ttl")
+		if err != nil || len(q) > 0 {
+			return fmt.Errorf("queue %+v %v", q, err)
+		}
+		return nil
+	})
+	if d := time.Since(start); d < 350*time.Millisecond {
+		t.Fatalf("gone after %v, before hold TTL + lock-delay", d)
+	}
+	if _, ok := s.Store().NextTimer(); ok {
+		t.Fatal("a timer is still due")
+	}
+}
+
+// waitCond polls cond until it returns nil or 20s pass.
+func waitCond(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// lockConn is a raw client connection with one session, for driving the
+// lock protocol frame by frame.
+type lockConn struct {
+	t      *testing.T
+	conn   *session.Conn
+	id     uint64
+	secret []byte
+}
+
+func dialLock(t *testing.T, ctx context.Context, s *Server, resume *lockConn) *lockConn {
+	t.Helper()
+	tlsConf, err := session.ClientTLS(filepath.Join(s.cfg.DataDir, devTLSDir, "ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := session.Dial(ctx, s.ClientAddr(), tlsConf, session.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := session.Hello(ctx, conn, "lock-test"); err != nil {
+		t.Fatal(err)
+	}
+	lc := &lockConn{t: t, conn: conn}
+	req := &session.Request{Type: session.MsgOpenSession, TTLMillis: 10000}
+	if resume != nil {
+		req = &session.Request{Type: session.MsgResumeSession, Session: resume.id, Secret: resume.secret}
+	}
+	resp := lc.rt(ctx, req)
+	lc.id, lc.secret = resp.Session, resp.Secret
+	if resume != nil {
+		lc.id, lc.secret = resume.id, resume.secret
+	}
+	return lc
+}
+
+// rt sends a unary request and fails the test on any error.
+func (lc *lockConn) rt(ctx context.Context, req *session.Request) *session.Response {
+	lc.t.Helper()
+	resp, err := lc.try(ctx, req)
+	if err != nil {
+		lc.t.Fatalf("%v: %v", req.Type, err)
+	}
+	return resp
+}
+
+func (lc *lockConn) try(ctx context.Context, req *session.Request) (*session.Response, error) {
+	if req.Session == 0 && req.Type != session.MsgOpenSession {
+		req.Session = lc.id
+	}
+	resp, err := session.RoundTrip(ctx, lc.conn, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp, resp.Err()
+}
+
+// lock opens a MsgLock stream and returns it with its first frame (or the
+// error that ended it).
+func (lc *lockConn) lock(ctx context.Context, req session.Request) (*session.StreamReader, *session.Response, error) {
+	lc.t.Helper()
+	req.Type, req.Session = session.MsgLock, lc.id
+	sr, err := session.OpenStreaming(ctx, lc.conn, &req)
+	if err != nil {
+		lc.t.Fatal(err)
+	}
+	resp, err := sr.Next()
+	return sr, resp, err
+}
+
+func TestLockProtocol(t *testing.T) {
+	s := startDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, b := dialLock(t, ctx, s, nil), dialLock(t, ctx, s, nil)
+
+	// Refused before anything is proposed.
+	applied := s.Store().AppliedIndex()
+	for _, tc := range []struct {
+		req  session.Request
+		want error
+	}{
+		{session.Request{Path: "/p", Mode: 7}, namespace.ErrBadCommand},
+		{session.Request{Path: "/p", TimeoutMillis: -1}, namespace.ErrBadCommand},
+		{session.Request{Path: "/p", Data: make([]byte, s.cfg.Limits.MaxDataBytes+1)}, namespace.ErrDataTooLarge},
+	} {
+		if _, _, err := a.lock(ctx, tc.req); !errors.Is(err, tc.want) {
+			t.Fatalf("%+v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+	sr, _, err := a.lock(ctx, session.Request{Path: "/p"})
+	sr.Close()
+	if err != nil {
+		t.Fatal(err) // (a valid request, for contrast: granted)
+	}
+	if _, err := a.try(ctx, &session.Request{Type: session.MsgLockRelease}); !errors.Is(err, namespace.ErrBadCommand) {
+		t.Fatalf("release without node: %v", err)
+	}
+	if _, err := a.try(ctx, &session.Request{Type: session.MsgCheckSequencer}); !errors.Is(err, namespace.ErrBadCommand) {
+		t.Fatalf("check without sequencer: %v", err)
+	}
+	noSession, err := session.OpenStreaming(ctx, a.conn, &session.Request{Type: session.MsgLock, Path: "/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noSession.Next(); !errors.Is(err, session.ErrUnknownSession) {
+		t.Fatalf("lock without a session: %v", err)
+	}
+	if got := s.Store().AppliedIndex(); got > applied+3 {
+		t.Fatalf("refused requests were proposed: applied %d -> %d", applied, got)
+	}
+
+	// a holds /l: granted at once, one frame.
+	held, g, err := a.lock(ctx, session.Request{Path: "/l"})
+	if err != nil || g.Lock != session.LockGranted || g.Token == 0 || g.Rev != g.Token {
+		t.Fatalf("first lock: %+v %v", g, err)
+	}
+	sq := &session.Sequencer{Path: "/l", Token: g.Token, Session: a.id}
+	if !b.rt(ctx, &session.Request{Type: session.MsgCheckSequencer, Sequencer: sq}).Valid {
+		t.Fatal("holder's sequencer invalid")
+	}
+	// b: try fails and leaves nothing; a timed wait ends and leaves nothing.
+	if _, _, err := b.lock(ctx, session.Request{Path: "/l", Try: true}); !errors.Is(err, session.ErrLocked) {
+		t.Fatalf("try on a held lock: %v", err)
+	}
+	tsr, q, err := b.lock(ctx, session.Request{Path: "/l", TimeoutMillis: 50})
+	if err != nil || q.Lock != session.LockQueued {
+		t.Fatalf("timed wait: %+v %v", q, err)
+	}
+	if _, err := tsr.Next(); !errors.Is(err, session.ErrTimeout) {
+		t.Fatalf("timed wait ended with %v", err)
+	}
+	if got := b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: "/l"}).Locks; len(got) != 1 || got[0].Node != g.Node {
+		t.Fatalf("queue after try and timeout: %+v", got)
+	}
+
+	// b waits; a's release ends a's stream with ErrNotHeld and grants b.
+	wait, q, err := b.lock(ctx, session.Request{Path: "/l"})
+	if err != nil || q.Lock != session.LockQueued || q.Rev <= g.Token {
+		t.Fatalf("wait: %+v %v", q, err)
+	}
+	if _, err := b.try(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node}); !errors.Is(err, session.ErrNotHeld) {
+		t.Fatalf("b releasing a's lock: %v", err)
+	}
+	if _, _, err := b.lock(ctx, session.Request{Path: "/l", Node: g.Node}); !errors.Is(err, session.ErrNotHeld) {
+		t.Fatalf("b re-attaching to a's request: %v", err)
+	}
+	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node})
+	if _, err := held.Next(); !errors.Is(err, session.ErrNotHeld) {
+		t.Fatalf("holder's stream after release: %v", err)
+	}
+	bg, err := wait.Next()
+	if err != nil || bg.Lock != session.LockGranted || bg.Node != q.Node || bg.Token <= g.Token {
+		t.Fatalf("b's grant: %+v %v", bg, err)
+	}
+	if b.rt(ctx, &session.Request{Type: session.MsgCheckSequencer, Sequencer: sq}).Valid {
+		t.Fatal("released sequencer still valid")
+	}
+
+	// a waits on a connection that then breaks: the request stays, a
+	// re-attaches on a new connection, and a reset withdraws it.
+	_, aq, err := a.lock(ctx, session.Request{Path: "/l"})
+	if err != nil || aq.Lock != session.LockQueued {
+		t.Fatalf("a waits: %+v %v", aq, err)
+	}
+	a.conn.Close()
+	waitCond(t, "a's stream to end", func() error {
+		if n := s.front.locks.waiterCount(); n != 1 { // b's, which holds
+			return fmt.Errorf("%d lock streams", n)
+		}
+		return nil
+	})
+	if got := b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: "/l"}).Locks; len(got) != 2 || got[1].Node != aq.Node {
+		t.Fatalf("queue after a's connection broke: %+v", got)
+	}
+	a2 := dialLock(t, ctx, s, a)
+	re, rq, err := a2.lock(ctx, session.Request{Path: "/l", Node: aq.Node})
+	if err != nil || rq.Lock != session.LockQueued || rq.Node != aq.Node || rq.Rev != aq.Rev {
+		t.Fatalf("re-attach: %+v %v", rq, err)
+	}
+	re.Close()
+	waitCond(t, "reset withdraws the request", func() error {
+		got := b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: "/l"}).Locks
+		if len(got) != 1 {
+			return fmt.Errorf("queue %+v", got)
+		}
+		return nil
+	})
+	// A held lock whose stream the client resets is released.
+	wait.Close()
+	waitCond(t, "reset releases the held lock", func() error {
+		if got := b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: "/l"}).Locks; len(got) != 0 {
+			return fmt.Errorf("queue %+v", got)
+		}
+		if n := s.front.locks.waiterCount(); n != 0 {
+			return fmt.Errorf("%d lock streams registered", n)
+		}
+		return nil
+	})
+}
