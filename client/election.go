@@ -141,6 +141,14 @@ func (e *Election) Lost() <-chan struct{} {
 	return nil
 }
 
+// Err says why Lost closed: nil while leading or after Resign.
+func (e *Election) Err() error {
+	if h := e.handle(); h != nil {
+		return h.lostErr()
+	}
+	return nil
+}
+
 // Leader returns the current leader's value and term, or
 // ErrNoElectionLeader. It is a linearizable read.
 func (e *Election) Leader(ctx context.Context) ([]byte, uint64, error) {

@@ -81,6 +81,9 @@ func (m *RWMutex) Lost() <-chan struct{} { return m.latest().lostC() }
 // Err says why Lost closed.
 func (m *RWMutex) Err() error { return m.latest().lostErr() }
 
+// Node is the current hold's request node ("" when none).
+func (m *RWMutex) Node() string { return m.current().nodeName() }
+
 // Path is the locked path.
 func (m *RWMutex) Path() string { return m.r.path }
 

@@ -181,6 +181,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{g: &g, stdout: stdout, stderr: stderr}
 	err = runCmd(ctx, e, pos)
 	e.close()
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status) // a command latch ran (lock) exited so; it said why
+	}
 	if err != nil {
 		return fail(stderr, err)
 	}
