@@ -64,7 +64,9 @@ func given(fs *flag.FlagSet, name string) bool {
 // own; run prints nothing for it.
 type exitStatus int
 
-func (s exitStatus) Error() string { return "latch: command exited with status " + strconv.Itoa(int(s)) }
+func (s exitStatus) Error() string {
+	return "latch: command exited with status " + strconv.Itoa(int(s))
+}
 
 // lockRun is one `latch lock`.
 type lockRun struct {
