@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,31 +14,42 @@ import (
 // (reaperSlack), and the poll sees it within a poll interval. The brief
 // adds the lock-delay: a dead holder's lock is next granted that much
 // later, and the runner treats "expired" as "its locks are free again".
-// When a member fault was active meanwhile, a new leader may have given
-// every session a fresh full TTL (DESIGN.md, Sessions) after an election:
-// failoverSlack covers that.
+// A leader change gives every session a fresh full TTL (DESIGN.md,
+// Sessions) once the new leader is elected: after a fault that can move
+// leadership, the bound starts again at the fault's end plus an election
+// (electionSlack).
 const reaperSlack = time.Second
 
-// expiryBound is how long after a kill the session of a killed worker may
-// still be listed.
-func expiryBound(p Params, failover bool) time.Duration {
-	b := p.SessionTTL + p.SessionTTL/3 + p.LockDelay + p.PollInterval + reaperSlack
-	if failover {
-		b += failoverSlack(p)
+// expiryBound is how long after its last chance of renewal (the kill, or
+// the last leader change) a session may still be listed.
+func expiryBound(p Params) time.Duration {
+	return p.SessionTTL + p.SessionTTL/3 + p.LockDelay + p.PollInterval + reaperSlack
+}
+
+// electionSlack is how long after a fault ends a new leader may take to
+// be elected and reset the leases: a few election timeouts.
+func electionSlack(p Params) time.Duration {
+	return 4*p.ElectionTimeout + time.Second
+}
+
+// expiryDeadline is the latest time the session of a worker killed at
+// killed may still be listed: expiryBound after the kill, or after the
+// end (plus an election) of the last leader-moving fault that began before
+// that deadline.
+func expiryDeadline(p Params, killed int64, windows []Interval) int64 {
+	deadline := killed + int64(expiryBound(p))
+	for _, w := range windows { // in start order
+		if w.Start <= deadline {
+			deadline = max(deadline, w.End+int64(electionSlack(p)+expiryBound(p)))
+		}
 	}
-	return b
+	return deadline
 }
 
-// failoverSlack is the extra time a leader change may add: an election
-// (a few election timeouts) and a fresh full TTL.
-func failoverSlack(p Params) time.Duration {
-	return p.SessionTTL + 4*p.ElectionTimeout + time.Second
-}
-
-// memberFaultWindows returns the spans during which a fault that can move
-// leadership (any member or partition fault) was active, widened by a
-// recovery margin.
-func memberFaultWindows(faults []FaultRecord, margin time.Duration) []Interval {
+// memberFaultWindows returns, in start order, the spans during which a
+// fault that can move leadership (any member or partition fault) was
+// active; one still open at the end of the log lasts forever.
+func memberFaultWindows(faults []FaultRecord) []Interval {
 	var out []Interval
 	open := map[FaultKind]int64{}
 	for _, f := range faults {
@@ -49,24 +61,16 @@ func memberFaultWindows(faults []FaultRecord, margin time.Duration) []Interval {
 			open[f.Kind] = f.Time
 		case "end":
 			if s, ok := open[f.Kind]; ok {
-				out = append(out, Interval{s, f.Time + int64(margin)})
+				out = append(out, Interval{s, f.Time})
 				delete(open, f.Kind)
 			}
 		}
 	}
 	for _, s := range open {
-		out = append(out, Interval{s, 1<<63 - 1})
+		out = append(out, Interval{s, 1<<62 - 1})
 	}
+	slices.SortFunc(out, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
 	return out
-}
-
-func overlaps(ws []Interval, from, to int64) bool {
-	for _, w := range ws {
-		if w.Start <= to && w.End >= from {
-			return true
-		}
-	}
-	return false
 }
 
 // workerSession is what a worker's history says about its session.
@@ -144,7 +148,7 @@ func checkSessions(ev *Evidence) Verdict {
 	if len(sessions) == 0 {
 		return skipped(CheckSessions, "no worker sessions recorded")
 	}
-	windows := memberFaultWindows(ev.Faults, failoverSlack(p))
+	windows := memberFaultWindows(ev.Faults)
 	lookback := int64(p.SessionTTL + p.SessionTTL/3 + reaperSlack)
 
 	var vs []Violation
@@ -155,23 +159,22 @@ func checkSessions(ev *Evidence) Verdict {
 		lastSeen, gone := seenThenGone(ev.Sessions, s.id)
 		seen := lastSeen != 0
 		if w.Killed != 0 && (s.closed == 0 || s.closed > w.Killed) {
-			failover := overlaps(windows, w.Killed, w.Killed+int64(expiryBound(p, false)))
-			bound := expiryBound(p, failover)
+			deadline := expiryDeadline(p, w.Killed, windows)
 			switch {
+			case seen && lastSeen > deadline:
+				where := "was still listed at the last poll"
+				if gone != 0 {
+					where = "was still listed"
+				}
+				vs = append(vs, Violation{ViolationSessionNotExpired, fmt.Sprintf(
+					"session %d of %s (killed %s) %s %v after the kill; allowed %v",
+					s.id, w.ID, nanos(w.Killed), where, since(w.Killed, lastSeen).Round(time.Millisecond),
+					since(w.Killed, deadline).Round(time.Millisecond))})
 			case gone != 0 && gone > w.Killed:
 				killedExpired++
 				worst = max(worst, since(w.Killed, lastSeen))
-				if since(w.Killed, lastSeen) > bound {
-					vs = append(vs, Violation{ViolationSessionNotExpired, fmt.Sprintf(
-						"session %d of %s (killed %s) was still listed %v after the kill; bound %v",
-						s.id, w.ID, nanos(w.Killed), since(w.Killed, lastSeen).Round(time.Millisecond), bound)})
-				}
-			case seen && lastSeen > w.Killed && since(w.Killed, lastSeen) > bound:
-				vs = append(vs, Violation{ViolationSessionNotExpired, fmt.Sprintf(
-					"session %d of %s (killed %s) was still listed at the last poll, %v after the kill; bound %v",
-					s.id, w.ID, nanos(w.Killed), since(w.Killed, lastSeen).Round(time.Millisecond), bound)})
 			default:
-				pending++ // the run ended before the bound passed
+				pending++ // the run ended before the deadline passed
 			}
 			continue
 		}
@@ -190,8 +193,8 @@ func checkSessions(ev *Evidence) Verdict {
 				w.ID, s.id, nanos(s.expired))})
 		}
 	}
-	summary := fmt.Sprintf("%d worker sessions; %d of killed workers expired (slowest seen %v after the kill; bound %v, %v with failover), %d others expired",
-		len(sessions), killedExpired, worst.Round(time.Millisecond), expiryBound(p, false), expiryBound(p, true), expired)
+	summary := fmt.Sprintf("%d worker sessions; %d of killed workers expired (last seen at most %v after the kill; bound %v, restarted by leader changes), %d others expired",
+		len(sessions), killedExpired, worst.Round(time.Millisecond), expiryBound(p), expired)
 	if pending > 0 {
 		summary += fmt.Sprintf(", %d undecided at the end of the run", pending)
 	}

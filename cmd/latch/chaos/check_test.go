@@ -294,6 +294,21 @@ func TestSessionsKilledSessionLingers(t *testing.T) {
 	ev = sessionEvidence(func(id uint64, at float64) bool { return id == 2 || at < 18 })
 	ev.Faults = []FaultRecord{{Time: 10.5 * 1e9, Kind: FaultLeaderKill, Phase: "start"}, {Time: 12 * 1e9, Kind: FaultLeaderKill, Phase: "end"}}
 	wantPass(t, checkSessions(ev))
+	// Leader changes one after another restart the bound each time...
+	ev = sessionEvidence(func(id uint64, at float64) bool { return id == 2 || at < 28 })
+	ev.Faults = []FaultRecord{
+		{Time: 11 * sec, Kind: FaultLeaderKill, Phase: "start"}, {Time: 13 * sec, Kind: FaultLeaderKill, Phase: "end"},
+		{Time: 18 * sec, Kind: FaultIsolateLeader, Phase: "start"}, {Time: 20 * sec, Kind: FaultIsolateLeader, Phase: "end"},
+	}
+	wantPass(t, checkSessions(ev))
+	// ...but a fault that began after the session should have been gone
+	// excuses nothing.
+	ev.Faults = ev.Faults[:2]
+	ev.Faults = append(ev.Faults, FaultRecord{Time: 25 * sec, Kind: FaultSplit, Phase: "start"}, FaultRecord{Time: 27 * sec, Kind: FaultSplit, Phase: "end"})
+	wantViolations(t, checkSessions(ev), ViolationSessionNotExpired)
+	// Worker faults move no leader.
+	ev.Faults = []FaultRecord{{Time: 11 * sec, Kind: FaultWorkerPause, Phase: "start"}, {Time: 25 * sec, Kind: FaultWorkerPause, Phase: "end"}}
+	wantViolations(t, checkSessions(ev), ViolationSessionNotExpired)
 }
 
 func TestSessionsExpiredEarly(t *testing.T) {

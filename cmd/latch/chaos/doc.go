@@ -73,11 +73,12 @@
 //
 //   - Session bounds: a killed worker's session must be gone from the
 //     session list within TTL + TTL/3 + lock-delay + poll interval + 1s
-//     (reaper and commit); when a member fault was active meanwhile, a new
-//     leader may have granted every session a fresh TTL after an election,
-//     so TTL + 4 election timeouts + 1s more are allowed. A session may
-//     only end early when its worker was paused, exited, closed it, or
-//     saw a jeopardy (could not reach a leader) in the TTL before.
+//     (reaper and commit) of the kill. A new leader grants every session
+//     a fresh TTL, so a member or partition fault that began before that
+//     deadline moves it to the fault's end + 4 election timeouts + 1s +
+//     the same bound (faults in a row keep moving it). A session may only
+//     end early when its worker was paused, exited, closed it, or saw a
+//     jeopardy (could not reach a leader) in the TTL before.
 //   - A section is the span, in the store's own order, from a client's
 //     accepted read to its accepted write with the same token. Two
 //     clients' sections on one key interleaving while both workers had

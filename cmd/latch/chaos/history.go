@@ -29,8 +29,7 @@ const (
 	OpResign       = "resign"
 
 	EvSessionState = "session-state" // Result.State: connected, jeopardy, reconnected, expired
-	EvLockLost     = "lock-lost"     // Token of the lock whose Lost() closed
-	EvLeaderLost   = "leader-lost"   // Token = term that ended without Resign
+	EvLockLost     = "lock-lost"     // Token of the lock (or election term) whose Lost() closed
 )
 
 // Outcomes of an operation.
@@ -105,7 +104,7 @@ type Op struct {
 // IsEvent reports whether o is a one-record event.
 func (o *Op) IsEvent() bool {
 	switch o.Op {
-	case EvSessionState, EvLockLost, EvLeaderLost:
+	case EvSessionState, EvLockLost:
 		return true
 	}
 	return false

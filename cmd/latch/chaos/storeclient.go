@@ -60,7 +60,7 @@ func (w *worker) storeOp(ctx context.Context, op, key string, token uint64, data
 	}
 	id, err := w.h.Invoke(hop, Args{Key: key, Value: data}, token, w.s.ID())
 	if err != nil {
-		return StoreRecord{}, err
+		return StoreRecord{}, fmt.Errorf("%w: %v", errHistory, err)
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	rec, err := w.fenced.do(octx, op, key, token, data)
@@ -73,7 +73,7 @@ func (w *worker) storeOp(ctx context.Context, op, key string, token uint64, data
 		outcome = OutcomeUnknown
 	}
 	if herr := w.h.Complete(id, outcome, res, 0, 0, err); herr != nil {
-		return rec, herr
+		return rec, fmt.Errorf("%w: %v", errHistory, herr)
 	}
 	return rec, err
 }

@@ -20,6 +20,7 @@ const (
 	workerExitOK      = 0 // stopped by SIGTERM after closing its session
 	workerExitFailed  = 1 // could not start or keep its history
 	workerExitExpired = 3 // its session expired; the orchestrator starts a successor
+	workerExitStuck   = 4 // it closed a session it could no longer use; a successor follows
 )
 
 // opTimeout bounds one operation of a worker.
@@ -39,6 +40,11 @@ type worker struct {
 	s      *client.Session
 	log    *slog.Logger
 	fenced *storeClient
+	// stop ends on SIGTERM only; the workload's context also ends with
+	// the session.
+	stop context.Context
+	// borrowed is the newest token the skip-lock bug has seen.
+	borrowed uint64
 }
 
 // WorkerOptions are the flags of `latch chaos-worker` beyond the CLI's
@@ -116,6 +122,7 @@ func validRole(r string) bool {
 // run connects (the session-open operation), runs the workload until
 // SIGTERM or the end of the session, and closes the session on SIGTERM.
 func (w *worker) run(ctx context.Context, cfg client.Config) int {
+	w.stop = ctx
 	id, err := w.h.Invoke(OpSessionOpen, Args{}, 0, 0)
 	if err != nil {
 		return workerExitFailed
@@ -167,11 +174,17 @@ func (w *worker) run(ctx context.Context, cfg client.Config) int {
 	if werr != nil && !errors.Is(werr, context.Canceled) {
 		w.log.Warn("workload stopped", "err", werr)
 	}
-	if ctx.Err() == nil {
+	code := workerExitOK
+	switch {
+	case w.s.Err() != nil:
 		// The session ended under the worker (expired after a pause):
 		// its successor takes over with a new session.
 		<-stateDone
 		return workerExitExpired
+	case ctx.Err() == nil:
+		// The workload gave up on its session (locks it cannot release):
+		// close it, and a successor starts afresh.
+		code = workerExitStuck
 	}
 	cid, err := w.h.Invoke(OpSessionClose, Args{}, 0, w.s.ID())
 	if err != nil {
@@ -186,7 +199,7 @@ func (w *worker) run(ctx context.Context, cfg client.Config) int {
 	}
 	w.h.Complete(cid, outcome, Result{}, 0, 0, err)
 	<-stateDone
-	return workerExitOK
+	return code
 }
 
 // pace sleeps a little between operations so a few workers do not starve

@@ -1,0 +1,160 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/server/proc"
+)
+
+// The run tests start real processes: latchd members, fencedstore and
+// workers (the latch binary's chaos-worker), built once per test process.
+// By default they are short (one round of every fault, ~1 minute); set
+// LATCH_CHAOS_LONG=1 for a two-minute run of random rounds.
+
+var bins struct {
+	once                  sync.Once
+	dir                   string
+	latch, latchd, fenced string
+	err                   error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bins.dir != "" {
+		os.RemoveAll(bins.dir)
+	}
+	os.Exit(code)
+}
+
+func buildBinaries(t *testing.T) {
+	t.Helper()
+	bins.once.Do(func() {
+		if bins.dir, bins.err = os.MkdirTemp("", "latch-chaos-bin-"); bins.err != nil {
+			return
+		}
+		bins.latch = filepath.Join(bins.dir, "latch")
+		bins.latchd = filepath.Join(bins.dir, "latchd")
+		bins.fenced = filepath.Join(bins.dir, "fencedstore")
+		for pkg, out := range map[string]string{"./cmd/latch": bins.latch, "./cmd/latchd": bins.latchd, "./cmd/fencedstore": bins.fenced} {
+			if bins.err = proc.GoBuild(pkg, out); bins.err != nil {
+				return
+			}
+		}
+	})
+	if bins.err != nil {
+		t.Fatal(bins.err)
+	}
+}
+
+// testConfig is a run on fresh binaries with its output in a temp dir
+// (kept and named in the log when the test fails).
+func testConfig(t *testing.T) Config {
+	buildBinaries(t)
+	cfg := DefaultConfig()
+	cfg.Out = t.TempDir()
+	cfg.LatchdBin, cfg.FencedstoreBin = bins.latchd, bins.fenced
+	cfg.WorkerCommand = []string{bins.latch, "chaos-worker"}
+	cfg.Log = testWriter{t}
+	cfg.Verbose = testing.Verbose()
+	return cfg
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func logReport(t *testing.T, rep *Report, out string) {
+	t.Helper()
+	if rep != nil {
+		t.Logf("\n%s", rep.Text())
+	}
+	if t.Failed() {
+		// Keep the evidence of a failed run where the log says.
+		keep, err := os.MkdirTemp("", "latch-chaos-failed-")
+		if err == nil && os.CopyFS(keep, os.DirFS(out)) == nil {
+			t.Logf("run output kept in %s", keep)
+		}
+	}
+}
+
+func TestChaosRun(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Workers = 5
+	cfg.FaultInterval = time.Second // faults back to back
+	cfg.Rounds = 1
+	if os.Getenv("LATCH_CHAOS_LONG") != "" {
+		cfg.Rounds, cfg.Duration, cfg.FaultInterval = 0, 2*time.Minute, 4*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	defer logReport(t, rep, cfg.Out)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, k := range FaultKinds {
+		if rep.Faults[k] == 0 {
+			t.Errorf("fault %s never fired", k)
+		}
+	}
+	for _, v := range rep.Verdicts {
+		if v.Status != StatusPass {
+			t.Errorf("checker %s: %s (%s)", v.Checker, v.Status, v.Summary)
+		}
+	}
+	for _, op := range []string{OpKVGet, OpKVSet, OpSessionOpen} {
+		if rep.Operations[op][OutcomeOK] == 0 {
+			t.Errorf("no successful %s: the workload did not run", op)
+		}
+	}
+	if slices.Contains(cfg.Workloads, WorkloadLocks) && rep.Grants == 0 {
+		t.Error("no lock granted")
+	}
+	if slices.Contains(cfg.Workloads, WorkloadElection) && rep.Elections == 0 {
+		t.Error("no election won")
+	}
+	for _, f := range []string{FileReport, FileFaults, FileHistory, FileStore, FileSessions} {
+		if _, err := os.Stat(filepath.Join(cfg.Out, f)); err != nil {
+			t.Errorf("run left no %s: %v", f, err)
+		}
+	}
+	// The files a run leaves judge the same again.
+	ev, err := LoadEvidence(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := Violations(Check(ev, CheckOptions{})); len(again) != 0 {
+		t.Errorf("re-check of %s found %v", cfg.Out, again)
+	}
+}
+
+func TestChaosInjectedBugIsCaught(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.InjectBug = BugSkipLock
+	cfg.Workloads, cfg.Workers = []string{WorkloadLocks}, 3
+	cfg.Faults, cfg.Duration = nil, 8*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	defer logReport(t, rep, cfg.Out)
+	if !errors.Is(err, ErrViolations) {
+		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
+	}
+	if !strings.Contains(rep.violationKinds(), ViolationLostUpdate) {
+		t.Fatalf("violations %q do not name %s", rep.violationKinds(), ViolationLostUpdate)
+	}
+	if rep.Passed || !strings.Contains(rep.Text(), "FAIL: ") {
+		t.Fatal("report of a failed run says it passed")
+	}
+}
