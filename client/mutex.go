@@ -171,6 +171,10 @@ func (m *Mutex) Err() error { return m.h.lostErr() }
 // node `latch ls PATH` shows.
 func (m *Mutex) Node() string { return m.h.nodeName() }
 
+// Revision is the held request's revision (0 when not held): requests
+// are served in revision order among those that conflict.
+func (m *Mutex) Revision() uint64 { return m.h.revision() }
+
 // Path is the locked path.
 func (m *Mutex) Path() string { return m.h.path }
 
@@ -221,6 +225,7 @@ func newLockHandle(s *Session, path string, mode LockMode, o lockOptions) *lockH
 type hold struct {
 	node  string
 	token uint64
+	rev   uint64 // the request's revision: its place in the queue
 	lost  chan struct{}
 	stop  context.CancelFunc // ends the stream that watches the lock
 	done  chan struct{}      // closed when the watcher ended
@@ -255,6 +260,15 @@ func (h *lockHandle) token() uint64 {
 		return 0
 	}
 	return h.cur.token
+}
+
+func (h *lockHandle) revision() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil {
+		return 0
+	}
+	return h.cur.rev
 }
 
 func (h *lockHandle) nodeName() string {
@@ -426,7 +440,7 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 				h.releaseLater(resp.Node)
 				return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
 			}
-			hd := &hold{node: resp.Node, token: resp.Token, lost: make(chan struct{}), stop: scancel, done: make(chan struct{})}
+			hd := &hold{node: resp.Node, token: resp.Token, rev: resp.Rev, lost: make(chan struct{}), stop: scancel, done: make(chan struct{})}
 			if !c.goFunc(func() { h.watch(sctx, hd, sr) }) {
 				scancel()
 				return nil, ErrClosed

@@ -84,6 +84,9 @@ func (m *RWMutex) Err() error { return m.latest().lostErr() }
 // Node is the current hold's request node ("" when none).
 func (m *RWMutex) Node() string { return m.current().nodeName() }
 
+// Revision is the current hold's request revision (0 when none).
+func (m *RWMutex) Revision() uint64 { return m.current().revision() }
+
 // Path is the locked path.
 func (m *RWMutex) Path() string { return m.r.path }
 
