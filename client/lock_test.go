@@ -151,6 +151,36 @@ func TestLocks(t *testing.T) {
 		})
 	})
 
+	t.Run("GrantRacingTimeoutLeaksNothing", func(t *testing.T) {
+		// A grant that races the waiter's timeout is either delivered or
+		// released by the withdrawal: the lock never stays held by a
+		// waiter that gave up.
+		ctx := testCtx(t)
+		granted := 0
+		for i := range 20 {
+			m1, m2 := NewMutex(c1.Session(), "/race"), NewMutex(c2.Session(), "/race")
+			if err := m1.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, time.Duration(5+i%5)*time.Millisecond)
+			got := lockAsync(wctx, m2.Lock)
+			time.Sleep(time.Duration(i%6) * time.Millisecond) // vary the race, not waiting for a condition
+			if err := m1.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err := <-got
+			cancel()
+			if err == nil {
+				granted++
+				if err := m2.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitQueue(t, c3, "/race", "nothing held after the race", queueShape())
+		}
+		t.Logf("%d of 20 waiters got the lock before their deadline", granted)
+	})
+
 	t.Run("RWMutex", func(t *testing.T) {
 		ctx := testCtx(t)
 		r1, r2 := NewRWMutex(c1.Session(), "/rw"), NewRWMutex(c2.Session(), "/rw")
