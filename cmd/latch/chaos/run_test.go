@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/latch-io/latch/server/proc"
 )
@@ -30,6 +33,18 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if bins.dir != "" {
 		os.RemoveAll(bins.dir)
+	}
+	// Every goroutine of a run (poller, supervisor, process waiters, the
+	// orchestrator's client) ends with it. Idle keep-alive connections of
+	// the HTTP clients to stopped processes belong to net/http.
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
