@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
+	"io"
 	"strings"
 
 	"github.com/latch-io/latch/cmd/latch/chaos"
@@ -25,7 +25,10 @@ The report goes to stdout and to --out/report.json; histories, the fault log
 visualization stay in --out. Exit status 1 when any violation is found.
 
 The global --session-ttl is the workers' session TTL; latch chaos uses 3s
-unless it is given. Fault kinds: ` + faultNames() + `.`,
+unless it is given. With -o json the report is printed as JSON.
+
+Fault kinds (--faults):
+` + faultHelp(),
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
 			def := chaos.DefaultConfig()
@@ -58,7 +61,9 @@ unless it is given. Fault kinds: ` + faultNames() + `.`,
 				cfg.Log = e.stderr
 				rep, err := chaos.Run(ctx, cfg)
 				if rep != nil {
-					fmt.Fprint(e.stdout, rep.Text())
+					if eerr := e.emit(rep, func(w io.Writer) { fmt.Fprint(w, rep.Text()) }); eerr != nil && err == nil {
+						err = eerr
+					}
 				}
 				return err
 			}
@@ -98,11 +103,10 @@ func sessionTTLGiven(fs *flag.FlagSet, g *globals) bool {
 	return given
 }
 
-func faultNames() string {
-	var names []string
+func faultHelp() string {
+	var b strings.Builder
 	for _, k := range chaos.FaultKinds {
-		names = append(names, string(k))
+		fmt.Fprintf(&b, "  %-17s %s\n", k, k.Describe())
 	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return b.String()
 }

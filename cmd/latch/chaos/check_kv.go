@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -261,6 +262,18 @@ func checkLinearizable(ev *Evidence, opts CheckOptions) Verdict {
 		detail = fmt.Sprintf("keys %v: %s", bad, detail)
 	}
 	return verdict(CheckLinearizable, summary, []Violation{{ViolationNotLinearizable, detail}})
+}
+
+// VisualizeKV writes porcupine's HTML visualization of ev's kv history
+// (final reads included) to path, whatever the verdict: a failed run
+// keeps it even when another checker failed.
+func VisualizeKV(ev *Evidence, path string, timeout time.Duration) error {
+	history, _ := kvOperations(append(slices.Clone(ev.Ops), ev.Final...))
+	if len(history) == 0 {
+		return nil
+	}
+	_, info := porcupine.CheckOperationsVerbose(kvModel, history, timeout)
+	return porcupine.VisualizePath(kvModel, info, path)
 }
 
 func kvKeysOf(history []porcupine.Operation) map[string]bool {

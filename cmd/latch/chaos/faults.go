@@ -34,6 +34,31 @@ var FaultKinds = []FaultKind{
 	FaultFollowerPause, FaultIsolateLeader, FaultSplit, FaultFlap,
 }
 
+// Describe says in a few words what the fault does.
+func (k FaultKind) Describe() string {
+	switch k {
+	case FaultWorkerKill:
+		return "SIGKILL a worker; a new worker takes its place"
+	case FaultWorkerPause:
+		return "SIGSTOP a worker for longer than the session TTL (a GC pause), then SIGCONT"
+	case FaultLeaderKill:
+		return "SIGKILL the raft leader, then restart it"
+	case FaultLeaderPause:
+		return "SIGSTOP the raft leader, then SIGCONT"
+	case FaultFollowerKill:
+		return "SIGKILL a follower, then restart it"
+	case FaultFollowerPause:
+		return "SIGSTOP a follower, then SIGCONT"
+	case FaultIsolateLeader:
+		return "cut the leader's raft traffic to every other member, then heal"
+	case FaultSplit:
+		return "cut a random minority off from the majority, then heal"
+	case FaultFlap:
+		return "random splits and heals in quick succession"
+	}
+	return "unknown fault"
+}
+
 // schedule hands out faults in rounds: each round is every enabled kind
 // once, in an order drawn from the seed, so every kind fires once per
 // round and a run is reproducible.

@@ -355,6 +355,12 @@ func (r *run) check(params Params, took time.Duration) (*Report, error) {
 	}
 	verdicts := Check(ev, CheckOptions{VisualizePath: filepath.Join(cfg.Out, FilePorcupine)})
 	verdicts = append(verdicts, verdict(CheckRecovery, "the cluster recovered after every fault", r.unavail))
+	vis := filepath.Join(cfg.Out, FilePorcupine)
+	if _, err := os.Stat(vis); len(Violations(verdicts)) > 0 && errors.Is(err, os.ErrNotExist) {
+		if err := VisualizeKV(ev, vis, time.Minute); err != nil {
+			r.progress("porcupine visualization: %v", err)
+		}
+	}
 	rep := newReport(cfg, ev, verdicts, took)
 	if err := writeOps(filepath.Join(cfg.Out, FileHistory), ev.Ops); err != nil {
 		return rep, err

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,8 +20,12 @@ import (
 
 // The run tests start real processes: latchd members, fencedstore and
 // workers (the latch binary's chaos-worker), built once per test process.
-// By default they are short (one round of every fault, ~1 minute); set
-// LATCH_CHAOS_LONG=1 for a two-minute run of random rounds.
+// By default they are short (one round of every fault, well under a
+// minute). Long runs are opt-in: LATCH_CHAOS_LONG=1 runs random rounds for
+// two minutes, -duration D for D (give go test a -timeout above it):
+//
+//	go test ./cmd/latch/chaos -run TestChaosRun -timeout 30m -duration 15m -v
+var longRun = flag.Duration("duration", 0, "run TestChaosRun under random faults this long instead of one short round")
 
 var bins struct {
 	once                  sync.Once
@@ -108,10 +113,13 @@ func TestChaosRun(t *testing.T) {
 	cfg.Workers = 5
 	cfg.FaultInterval = time.Second // faults back to back
 	cfg.Rounds = 1
-	if os.Getenv("LATCH_CHAOS_LONG") != "" {
-		cfg.Rounds, cfg.Duration, cfg.FaultInterval = 0, 2*time.Minute, 4*time.Second
+	if os.Getenv("LATCH_CHAOS_LONG") != "" && *longRun == 0 {
+		*longRun = 2 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	if *longRun > 0 {
+		cfg.Rounds, cfg.Duration, cfg.FaultInterval = 0, *longRun, 4*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *longRun+4*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	defer logReport(t, rep, cfg.Out)
@@ -171,5 +179,10 @@ func TestChaosInjectedBugIsCaught(t *testing.T) {
 	}
 	if rep.Passed || !strings.Contains(rep.Text(), "FAIL: ") {
 		t.Fatal("report of a failed run says it passed")
+	}
+	for _, f := range []string{FileReport, FileReportText, FileFaults, FileHistory, FileStore} {
+		if _, err := os.Stat(filepath.Join(cfg.Out, f)); err != nil {
+			t.Errorf("failed run left no %s: %v", f, err)
+		}
 	}
 }
