@@ -63,8 +63,9 @@
 // mutual-exclusion (fencedstore history: fencing-order, lost-update,
 // overlapping-holders; worker histories: use-after-lost),
 // linearizability (porcupine, per kv key, unknown outcomes return at
-// +infinity as in etcd's robustness tests; on failure the HTML
-// visualization is written to Out/kv-linearizability.html),
+// +infinity as in etcd's robustness tests; when any checker fails, the
+// HTML visualization of the kv history is written to
+// Out/kv-linearizability.html),
 // no-lost-writes (the final read shows one of the last acknowledged
 // writes, or a write of unknown outcome), sessions and election. Each
 // violation is named by a Violation* constant.
