@@ -44,6 +44,11 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 		if err != nil {
 			return nil, nil, err
 		}
+		if l.conn.Context().Err() != nil {
+			// Known dead before sending: nothing can have been applied.
+			c.drop(l, "", context.Cause(l.conn.Context()))
+			continue
+		}
 		resp, err := session.RoundTrip(ctx, l.conn, req)
 		if err != nil {
 			if ctx.Err() != nil {

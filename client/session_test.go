@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/server/servertest"
 )
 
 func TestCloseVersusOrphan(t *testing.T) {
@@ -34,6 +36,21 @@ func TestCloseVersusOrphan(t *testing.T) {
 	}
 	defer w.Close()
 
+	// The lease end moves forward with every acknowledged keepalive.
+	if end := closed.LeaseEnd(); !end.After(time.Now()) || end.After(time.Now().Add(ttl)) {
+		t.Fatalf("lease end %v is not within a TTL from now", end)
+	}
+	first := closed.LeaseEnd()
+	servertest.Eventually(t, "a keepalive extends the lease", func() error {
+		if !closed.LeaseEnd().After(first) {
+			return errors.New("lease end unchanged")
+		}
+		return nil
+	})
+	if closed.TTL() != ttl {
+		t.Fatalf("TTL %v, want %v", closed.TTL(), ttl)
+	}
+
 	// Close: the ephemeral is gone as soon as Close returns.
 	if err := closed.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -44,6 +61,13 @@ func TestCloseVersusOrphan(t *testing.T) {
 	<-closed.Done()
 	if !errors.Is(closed.Err(), ErrSessionClosed) {
 		t.Fatalf("closed session Err = %v", closed.Err())
+	}
+	var states []State
+	for st := range closed.State() {
+		states = append(states, st)
+	}
+	if len(states) == 0 || states[len(states)-1] != StateExpired {
+		t.Fatalf("state channel of a closed session: %v, want it to end with expired and close", states)
 	}
 	if _, err := closed.Create(ctx, "/again", nil, Ephemeral()); !errors.Is(err, ErrSessionClosed) {
 		t.Fatalf("create on a closed session: %v", err)
@@ -117,16 +141,38 @@ func TestSessionsSurviveLeaderStop(t *testing.T) {
 	}
 
 	old := tc.WaitLeader()
-	// A request issued while the leader goes away waits and completes.
-	during := make(chan error, 1)
+	// Requests issued while the leader goes away wait and complete: a
+	// read always; a write in flight on the dying connection may report
+	// ErrUnknownOutcome (it may have been applied); one issued after the
+	// connection dropped completes.
+	readDuring := make(chan error, 1)
+	writeDuring := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "/eph")
+		readDuring <- err
+	}()
 	go func() {
 		_, err := c.Create(ctx, "/during", nil)
-		during <- err
+		writeDuring <- err
 	}()
 	tc.Stop(old)
+	afterStop := make(chan error, 1)
+	go func() {
+		_, err := c.Create(ctx, "/after-stop", nil)
+		afterStop <- err
+	}()
 	tc.WaitLeader()
-	if err := <-during; err != nil && !errors.Is(err, ErrUnknownOutcome) {
-		t.Fatalf("create during failover: %v", err)
+	if err := <-readDuring; err != nil {
+		t.Fatalf("read during failover: %v", err)
+	}
+	if err := <-writeDuring; err != nil && !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("write during failover: %v", err)
+	}
+	if err := <-afterStop; err != nil && !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("write issued after the leader stopped: %v", err)
+	}
+	if _, err := c.Create(ctx, "/after-election", nil); err != nil {
+		t.Fatalf("write issued once a new leader was elected: %v", err)
 	}
 	if err := c.Sync(ctx); err != nil {
 		t.Fatalf("sync after failover: %v", err)
@@ -178,5 +224,40 @@ func TestSessionsSurviveLeaderStop(t *testing.T) {
 		if !live[s.ID()] {
 			t.Fatalf("session %d is gone on the server", s.ID())
 		}
+	}
+}
+
+// TestClientClose: closing the client closes its sessions (their
+// ephemerals vanish at once), ends its watches with ErrClosed, and fails
+// later calls with ErrClosed.
+func TestClientClose(t *testing.T) {
+	tc := startCluster(t, 3, clusterOptions{})
+	observer := tc.dial(5 * time.Second)
+	c := tc.dial(5 * time.Second)
+	ctx := testCtx(t)
+	if _, err := c.Create(ctx, "/mine", nil, Ephemeral()); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(ctx, "/mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Session()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := observer.Exists(ctx, "/mine"); ok || err != nil {
+		t.Fatalf("ephemeral of a closed client: exists=%v err=%v", ok, err)
+	}
+	<-w.Done()
+	if !errors.Is(w.Err(), ErrClosed) {
+		t.Fatalf("watch of a closed client: %v", w.Err())
+	}
+	<-s.Done()
+	if _, _, err := c.Get(ctx, "/"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("get on a closed client: %v", err)
+	}
+	if _, err := c.NewSession(ctx, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("new session on a closed client: %v", err)
 	}
 }
