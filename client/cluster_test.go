@@ -118,3 +118,17 @@ func noEvent(t *testing.T, w *Watcher) {
 	default:
 	}
 }
+
+// wait fails the test unless ch is closed (or yields) within the
+// servertest wait timeout.
+func wait[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(servertest.WaitTimeout):
+		t.Fatalf("%s: not done after %v", what, servertest.WaitTimeout)
+	}
+	var zero T
+	return zero
+}

@@ -58,7 +58,7 @@ func TestCloseVersusOrphan(t *testing.T) {
 	if ok, _, _ := c.Exists(ctx, "/closed"); ok {
 		t.Fatal("ephemeral of a closed session still exists")
 	}
-	<-closed.Done()
+	wait(t, "closed session done", closed.Done())
 	if !errors.Is(closed.Err(), ErrSessionClosed) {
 		t.Fatalf("closed session Err = %v", closed.Err())
 	}
@@ -76,7 +76,7 @@ func TestCloseVersusOrphan(t *testing.T) {
 	// Orphan: the ephemeral stays until the server expires the session.
 	orphaned := time.Now()
 	orphan.Orphan()
-	<-orphan.Done()
+	wait(t, "orphaned session done", orphan.Done())
 	if ok, _, _ := c.Exists(ctx, "/orphan"); !ok {
 		t.Fatal("ephemeral of an orphaned session vanished at once")
 	}
@@ -162,13 +162,13 @@ func TestSessionsSurviveLeaderStop(t *testing.T) {
 		afterStop <- err
 	}()
 	tc.WaitLeader()
-	if err := <-readDuring; err != nil {
+	if err := wait(t, "read during failover", readDuring); err != nil {
 		t.Fatalf("read during failover: %v", err)
 	}
-	if err := <-writeDuring; err != nil && !errors.Is(err, ErrUnknownOutcome) {
+	if err := wait(t, "write during failover", writeDuring); err != nil && !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("write during failover: %v", err)
 	}
-	if err := <-afterStop; err != nil && !errors.Is(err, ErrUnknownOutcome) {
+	if err := wait(t, "write after stop", afterStop); err != nil && !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("write issued after the leader stopped: %v", err)
 	}
 	if _, err := c.Create(ctx, "/after-election", nil); err != nil {
@@ -249,11 +249,11 @@ func TestClientClose(t *testing.T) {
 	if ok, _, err := observer.Exists(ctx, "/mine"); ok || err != nil {
 		t.Fatalf("ephemeral of a closed client: exists=%v err=%v", ok, err)
 	}
-	<-w.Done()
+	wait(t, "watch of a closed client ends", w.Done())
 	if !errors.Is(w.Err(), ErrClosed) {
 		t.Fatalf("watch of a closed client: %v", w.Err())
 	}
-	<-s.Done()
+	wait(t, "session of a closed client ends", s.Done())
 	if _, _, err := c.Get(ctx, "/"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("get on a closed client: %v", err)
 	}

@@ -136,7 +136,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	<-xw.Done()
+	wait(t, "watch ends with its ctx", xw.Done())
 	if !errors.Is(xw.Err(), context.Canceled) {
 		t.Fatalf("watch after its ctx ended: %v", xw.Err())
 	}
@@ -198,7 +198,7 @@ func TestWatchAcrossLeaderChange(t *testing.T) {
 			t.Fatalf("create %s: %v", p, err)
 		}
 	}
-	<-stopped
+	wait(t, "leader stopped", stopped)
 	if _, err := c.Create(ctx, "/w/end", nil); err != nil {
 		t.Fatal(err)
 	}
