@@ -23,6 +23,9 @@ type testCluster struct {
 type clusterOptions struct {
 	// childrenPage is the servers' largest Children page (0: default).
 	childrenPage int
+	// watchHistory is how many events the servers keep for watches that
+	// resume (0: default).
+	watchHistory int
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -32,6 +35,9 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 		Configure: func(i int, cfg *server.Config) {
 			if o.childrenPage > 0 {
 				cfg.Limits.MaxChildrenPage = o.childrenPage
+			}
+			if o.watchHistory > 0 {
+				cfg.WatchHistory = o.watchHistory
 			}
 		},
 	})

@@ -147,6 +147,49 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// TestWatchResync asks for history the servers no longer keep: the watch
+// must say so with a Resync naming where it continues, then deliver what
+// follows.
+func TestWatchResync(t *testing.T) {
+	tc := startCluster(t, 3, clusterOptions{watchHistory: 8})
+	c := tc.dial(5 * time.Second)
+	ctx := testCtx(t)
+	if _, err := c.Create(ctx, "/h", nil); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := c.Stat(ctx, "/h")
+	for i := range 20 {
+		if _, err := c.Set(ctx, "/h", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := c.Watch(ctx, "/h", FromRevision(first.ModRev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ev := nextEvent(t, w)
+	if ev.Type != EventResync || ev.Revision <= first.ModRev {
+		t.Fatalf("first event %+v, want a resync after %d", ev, first.ModRev)
+	}
+	st, err := c.Set(ctx, "/h", []byte("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev = nextEvent(t, w)
+		if ev.Type == EventResync {
+			t.Fatalf("a second resync %+v", ev)
+		}
+		if ev.Revision == st.ModRev {
+			break
+		}
+	}
+	if ev.Type != EventDataChanged {
+		t.Fatalf("event after the resync %+v", ev)
+	}
+}
+
 // TestWatchAcrossLeaderChange writes keys while the leader is stopped
 // midway, and checks the stream a recursive watch delivered against the
 // committed history, read back from the tree: every committed create
