@@ -21,18 +21,31 @@
 // A Client keeps one QUIC connection, to the leader. A member that is not
 // the leader answers ErrNotLeader naming the leader; the client follows
 // (at most MaxRedirects hops in a row). When the connection breaks it
-// tries the endpoints again with jittered exponential backoff, says Hello,
-// resumes every live session (ResumeSession with the session's secret),
-// renews them at once, and re-opens every watch from the last revision it
-// delivered. Requests issued meanwhile wait for the new connection,
-// bounded by their context, and then complete; requests of a session that
-// expired meanwhile fail with ErrSessionExpired.
+// tries the endpoints again, says Hello, resumes every live session
+// (ResumeSession with the session's secret, 64 at a time), renews them at
+// once, and re-opens every watch from the last revision it delivered.
+// Requests issued meanwhile wait for the new connection, bounded by their
+// context, and then complete; requests of a session that expired
+// meanwhile fail with ErrSessionExpired.
+//
+// Connection attempts are staggered, as in Happy Eyeballs (RFC 8305): the
+// next candidate starts when the previous attempt failed or after 250ms,
+// several may run at once, and the first to set up a link wins. A member
+// that does not answer at all (stopped, partitioned: QUIC hears no
+// refusal) so costs 250ms rather than DialTimeout. When every candidate
+// failed, the next round waits a jittered exponential backoff (MinBackoff
+// doubling to MaxBackoff, "equal jitter").
+//
+// A dead leader is noticed by the connection closing, by the QUIC idle
+// timeout (half the session TTL, 1s to 30s), or by a keepalive left
+// unanswered for TTL/3, whichever comes first; then the client reconnects.
 //
 // Reads, Sync and session requests are retried after a broken connection;
 // writes (Create, Set, Delete, Multi) are not, because the first attempt
 // may have been applied: they fail with ErrUnknownOutcome and the caller
 // decides (read back, or retry knowing the write is idempotent). A write
-// refused with ErrNotLeader or ErrNoLeader was not applied and is retried.
+// refused with ErrNotLeader or ErrNoLeader was not applied and is retried,
+// and so is one that found its connection already closed before sending.
 //
 // # Sessions
 //
@@ -40,8 +53,10 @@
 // Client use it. NewSession opens more on the same connection, as etcd
 // separates leases from the client: Session.Create and Session.Multi make
 // ephemerals owned by that session. All sessions are renewed by one
-// keepalive loop at TTL/3 (renewals due within TTL/12 of each other go
-// together). Session state comes from session.Tracker: Connected,
+// keepalive loop at TTL/3; renewals due within TTL/12 of each other go
+// together, in one KeepAlive message of up to 1024 sessions when the
+// server announces session.FeatureKeepAliveBatch in its Hello, else one
+// message per session. Session state comes from session.Tracker: Connected,
 // Jeopardy (the lease ran out without an ack — the client may be cut off
 // and the session may be dead), Reconnected, Expired. LeaseEnd is the
 // proven end of the lease (send time of the newest acknowledged keepalive
