@@ -8,6 +8,22 @@
 // Run next to `latchd --dev` it needs no flags: it connects to
 // 127.0.0.1:7420 and trusts the CA in ./latch-data/tls. Errors print one
 // line naming the error (`latch: no node: /x`) and exit with status 1.
+//
+// Decisions:
+//   - Each command is one file that registers itself (command.go): adding a
+//     subcommand touches nothing else.
+//   - Global flags may come before or after the command, and a command's
+//     flags before or after its arguments (`latch set /a x --version 3`);
+//     "--" ends flags.
+//   - Every error exits 1, usage errors included; `latch help [COMMAND]`
+//     and -h exit 0.
+//   - Each invocation is one client with one session, closed on exit: a node
+//     made with `create --ephemeral` lives only as long as the command.
+//   - --timeout bounds the whole command, except watch, which it bounds
+//     only until the watch is established (lock and elect say in their
+//     help what it bounds for them).
+//   - -o json prints one JSON document per result (per event for watch);
+//     node data is a string when it is UTF-8, else base64 in data_base64.
 package main
 
 import (
