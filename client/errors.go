@@ -50,11 +50,12 @@ var (
 	ErrSessionClosed = errors.New("latch: session closed")
 	ErrBadConfig     = errors.New("latch: bad client config")
 	ErrBadOption     = errors.New("latch: bad option")
-	// ErrUnknownOutcome: the connection broke after a write was sent and
-	// before its answer arrived, so it may or may not have been applied.
-	// Read the state to find out; the client never resends such a write,
-	// because doing so could apply it twice.
-	ErrUnknownOutcome = errors.New("latch: connection lost during a write; it may or may not have been applied")
+	// ErrUnknownOutcome: a write was sent and its answer never came — the
+	// connection broke, or the leader lost leadership while committing it —
+	// so it may or may not have been applied. Read the state to find out;
+	// the client never resends such a write, because doing so could apply
+	// it twice.
+	ErrUnknownOutcome = session.ErrUnknownOutcome
 	// ErrNoEndpoint: no endpoint could be reached before ctx ended.
 	ErrNoEndpoint = errors.New("latch: no endpoint reachable")
 

@@ -61,7 +61,7 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 				c.drop(l, "", err) // else only the stream failed
 			}
 			if !retryable(req.Type) {
-				return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrUnknownOutcome, req.Type, req.Path, err)
+				return nil, nil, fmt.Errorf("%w: connection lost during %s %s: %v", ErrUnknownOutcome, req.Type, req.Path, err)
 			}
 			if isStreamErr(err) {
 				idle++

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+
+	"github.com/latch-io/latch/session"
 )
 
 // Errors returned by the server. Match them with errors.Is.
@@ -17,7 +19,9 @@ var (
 	ErrBadResponse = errors.New("latch: unexpected apply response")
 	// ErrUnknownOutcome is returned by Propose when leadership was lost or
 	// ctx ended after the entry was handed to raft: it may still commit.
-	ErrUnknownOutcome = errors.New("latch: proposal outcome unknown")
+	// It is the wire's session.ErrUnknownOutcome, so a client sees the same
+	// error whether its connection broke or the leader lost the write.
+	ErrUnknownOutcome = session.ErrUnknownOutcome
 	ErrJoin           = errors.New("latch: join failed")
 	ErrBadRequest     = errors.New("latch: bad request")
 )

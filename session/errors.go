@@ -31,7 +31,11 @@ var (
 	ErrCanceled        = errors.New("latch: canceled")
 	// ErrBusy: the connection has as many requests in flight as the
 	// server serves at once; retry when some have finished.
-	ErrBusy          = errors.New("latch: server busy")
+	ErrBusy = errors.New("latch: server busy")
+	// ErrUnknownOutcome: a write was sent but its answer never came (the
+	// leader lost leadership while committing it, or the connection broke):
+	// it may or may not have been applied. Read the state to find out.
+	ErrUnknownOutcome = errors.New("latch: write outcome unknown: it may or may not have been applied")
 	ErrWouldDeadlock = errors.New("latch: lock would deadlock with a lock this session holds")
 	ErrNotHeld       = errors.New("latch: lock not held")
 	// ErrLocked: a try-lock found the lock held or queued for.
@@ -81,6 +85,7 @@ const (
 	CodeTimeout         Code = 31
 	CodeCanceled        Code = 32
 	CodeBusy            Code = 33
+	CodeUnknownOutcome  Code = 34
 
 	// Lock errors.
 	CodeWouldDeadlock Code = 40
@@ -124,6 +129,7 @@ var codeTable = []struct {
 	{CodeTimeout, ErrTimeout, "Timeout"},
 	{CodeCanceled, ErrCanceled, "Canceled"},
 	{CodeBusy, ErrBusy, "Busy"},
+	{CodeUnknownOutcome, ErrUnknownOutcome, "UnknownOutcome"},
 	{CodeWouldDeadlock, ErrWouldDeadlock, "WouldDeadlock"},
 	{CodeNotHeld, ErrNotHeld, "NotHeld"},
 	{CodeLocked, ErrLocked, "Locked"},
