@@ -72,6 +72,7 @@ Fault kinds (--faults):
 
 	register(&command{
 		name:    "chaos-worker",
+		hidden:  true,
 		usage:   "--role ROLE --id ID --history FILE [flags]",
 		summary: "(internal) one worker process of latch chaos",
 		help: `Started by latch chaos, not by people: connects with the global flags

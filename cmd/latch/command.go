@@ -24,6 +24,9 @@ type command struct {
 	// setup declares the command's flags on fs and returns the function
 	// that runs it with the positional arguments.
 	setup func(fs *flag.FlagSet) runFunc
+	// hidden leaves the command out of the command list (it still has
+	// `latch help NAME`): for internal commands other commands start.
+	hidden bool
 }
 
 type runFunc func(ctx context.Context, e *env, args []string) error

@@ -220,6 +220,9 @@ func fail(w io.Writer, err error) int {
 func mainUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: latch [global flags] COMMAND [flags] [args]\n\nCommands:\n")
 	for _, c := range sortedCommands() {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "  %-9s %s\n", "help", "show a command's usage and flags")
