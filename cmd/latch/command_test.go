@@ -45,8 +45,8 @@ func TestHelpCoversEveryCommandAndFlag(t *testing.T) {
 		t.Fatalf("help exited %d", code)
 	}
 	for _, c := range sortedCommands() {
-		if !strings.Contains(out, "  "+c.name+" ") {
-			t.Errorf("latch help does not list %s", c.name)
+		if listed := strings.Contains(out, "  "+c.name+" "); listed == c.hidden {
+			t.Errorf("latch help lists %s: %v, want %v (hidden commands stay off the list)", c.name, listed, !c.hidden)
 		}
 		code, out, _ := runCLI("help", c.name)
 		if code != 0 || !strings.Contains(out, "Usage: latch "+c.name) {
