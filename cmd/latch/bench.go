@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"strings"
+
+	"github.com/latch-io/latch/cmd/latch/bench"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		usage:   "SCENARIO [flags]",
+		summary: "measure latency, lock throughput or session load against a running cluster",
+		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `.
+
+  get, stale-get  -n reads of one node of --data-size bytes (linearizable, or
+                  stale from the member the connection is on: the leader)
+  create          -n creates of new persistent nodes of --data-size bytes
+  lock            -n uncontended Lock+Unlock cycles (acquire and release
+                  latency); each goroutine its own session and lock path,
+                  or a new path per cycle with --fresh-path
+  contended       -c clients (default 64), each its own session, spread over
+                  --conns connections (default 4); client i takes and
+                  releases lock i mod --locks for --duration: acquire+release
+                  per second, acquire latency, fairness = max/min grants
+  sessions        opens --sessions sessions with --session-ttl (default 10s),
+                  -c at a time, over --conns connections (1: all on one;
+                  equal to --sessions: one connection each); holds them for
+                  --window after a TTL/3 settle and reads the leader's
+                  /metrics: CPU % of one core over the window and resident
+                  memory per session; then closes them
+
+-n and -c: operations and goroutines (get, stale-get, create, lock: default
+2000 and 1). Every run works under --prefix (default /latch-bench-<random>,
+which must not exist) and deletes it afterwards unless --keep. Each
+operation, the set-up and the clean-up steps are bounded by --timeout; the
+whole run by --max-time, after which it reports what it measured, marked
+truncated. Endpoints and --admin must be loopback addresses unless
+--allow-remote: a benchmark loads the cluster it runs against.
+
+The leader's admin address for sessions comes from the member list (its
+http address); give --admin HOST:PORT when members do not publish one.
+With -o json the report is one JSON document (durations in ms).`,
+		minArgs: 1, maxArgs: 1,
+		setup: func(fs *flag.FlagSet) runFunc {
+			var c bench.Config
+			fs.IntVar(&c.Ops, "n", 0, "operations (get, stale-get, create, lock) (default 2000)")
+			fs.IntVar(&c.Concurrency, "c", 0, "goroutines; contended: clients (64); sessions: concurrent opens (64) (default 1)")
+			fs.IntVar(&c.Conns, "conns", 0, "client connections to spread the work over (default 1; contended 4)")
+			fs.IntVar(&c.Locks, "locks", bench.DefaultLocks, "locks the contended clients spread over")
+			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
+			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
+			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
+			fs.StringVar(&c.Admin, "admin", "", "the leader's admin HTTP address host:port (default: from the member list)")
+			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
+			fs.BoolVar(&c.FreshPath, "fresh-path", false, "lock: a new lock path every cycle instead of one per goroutine")
+			fs.StringVar(&c.Prefix, "prefix", "", "node the run works under; must not exist (default /latch-bench-<random>)")
+			fs.BoolVar(&c.Keep, "keep", false, "leave --prefix and its nodes in place")
+			fs.DurationVar(&c.MaxTime, "max-time", bench.DefaultMaxTime, "upper bound on the whole run")
+			fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow non-loopback endpoints and --admin")
+			verbose := fs.Bool("v", false, "log progress to stderr")
+			return func(ctx context.Context, e *env, args []string) error {
+				cfg := c
+				cfg.Scenario = args[0]
+				if cfg.DataSize == 0 {
+					cfg.DataSize = -1 // --data-size 0: no data, not the default
+				}
+				var err error
+				if cfg.Client, err = e.g.config(); err != nil {
+					return err
+				}
+				cfg.Client.ClientName = "latch-bench"
+				cfg.OpTimeout = e.g.timeout
+				if *verbose {
+					cfg.Log = e.stderr
+				}
+				rep, err := bench.Run(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				return e.emit(rep, func(w io.Writer) { rep.WriteTable(w) })
+			}
+		},
+	})
+}

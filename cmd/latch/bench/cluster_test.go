@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/session"
+)
+
+// TestScenariosOnRealCluster runs every scenario briefly against three
+// latchd processes (fsync on, real QUIC and TLS) and checks that each
+// report is complete and plausible, and that a run leaves no node and no
+// session behind. It asserts no timings.
+func TestScenariosOnRealCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts latchd processes")
+	}
+	cl := proc.StartCluster(t, 3)
+	leader := cl.WaitLeader(t)
+	leaderID := cl.Nodes[leader].ID
+	tlsConf, err := session.ClientTLS(cl.Certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	for _, n := range cl.Nodes {
+		eps = append(eps, n.ClientAddr)
+	}
+	ccfg := client.Config{Endpoints: eps, TLS: tlsConf, SessionTTL: 3 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	check, err := client.Dial(ctx, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	baseSessions := countSessions(t, check)
+
+	run := func(t *testing.T, cfg Config) *Report {
+		t.Helper()
+		cfg.Client = ccfg
+		if cfg.Prefix == "" {
+			cfg.Prefix = "/bench-" + strings.NewReplacer("/", "-", " ", "-", ",", "").Replace(t.Name())
+		}
+		rep, err := Run(ctx, cfg)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if rep.Scenario != cfg.Scenario || rep.Ops <= 0 || rep.Elapsed <= 0 || rep.OpsPerSec <= 0 || rep.Conns <= 0 || rep.Concurrency <= 0 {
+			t.Errorf("incomplete report: %+v", rep)
+		}
+		for _, l := range rep.Latency {
+			if l.Count <= 0 || l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
+				t.Errorf("latency %s not ordered or empty: %+v", l.Op, l.Latency)
+			}
+		}
+		if rep.Truncated {
+			t.Errorf("truncated: %+v", rep)
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil || back["scenario"] != cfg.Scenario {
+			t.Errorf("JSON %s does not decode: %v", b, err)
+		}
+		if txt := rep.Text(); !strings.Contains(txt, "scenario") || !strings.Contains(txt, cfg.Scenario) {
+			t.Errorf("table:\n%s", txt)
+		}
+		if !cfg.Keep {
+			if ok, _, err := check.Exists(ctx, cfg.Prefix); err != nil || ok {
+				t.Errorf("%s left behind (exists %v, %v)", cfg.Prefix, ok, err)
+			}
+		}
+		if n := countSessions(t, check); n != baseSessions {
+			t.Errorf("%d sessions after the run, %d before", n, baseSessions)
+		}
+		return rep
+	}
+	opsOf := func(rep *Report, op string) Latency {
+		for _, l := range rep.Latency {
+			if l.Op == op {
+				return l.Latency
+			}
+		}
+		t.Errorf("no %s latency in %+v", op, rep.Latency)
+		return Latency{}
+	}
+
+	t.Run("get", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioGet, Ops: 50, Concurrency: 2, Conns: 2})
+		if rep.Ops != 50 || opsOf(rep, "get").Count != 50 {
+			t.Errorf("ops %d, latencies %+v; want 50", rep.Ops, rep.Latency)
+		}
+	})
+	t.Run("stale-get", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioStaleGet, Ops: 50})
+		if rep.Ops != 50 || opsOf(rep, "stale-get").Count != 50 {
+			t.Errorf("ops %d; want 50", rep.Ops)
+		}
+	})
+	t.Run("create-keep", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioCreate, Ops: 50, Concurrency: 4, Keep: true, Prefix: "/bench-kept"})
+		if rep.Ops != 50 || opsOf(rep, "create").Count != 50 {
+			t.Errorf("ops %d; want 50", rep.Ops)
+		}
+		kids, err := check.Children(ctx, "/bench-kept/create")
+		if err != nil || len(kids) != 50 {
+			t.Fatalf("%d nodes created (%v), want 50", len(kids), err)
+		}
+		data, _, err := check.Get(ctx, "/bench-kept/create/"+kids[0])
+		if err != nil || len(data) != DefaultDataSize {
+			t.Errorf("node holds %d bytes (%v), want %d", len(data), err, DefaultDataSize)
+		}
+		if err := check.Delete(ctx, "/bench-kept", client.Recursive()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("create", func(t *testing.T) {
+		run(t, Config{Scenario: ScenarioCreate, Ops: 300}) // clean-up needs three Multis
+	})
+	t.Run("lock", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioLock, Ops: 50, Concurrency: 2})
+		if opsOf(rep, "acquire").Count != 50 || opsOf(rep, "release").Count != 50 {
+			t.Errorf("latencies %+v; want 50 acquires and releases", rep.Latency)
+		}
+	})
+	t.Run("lock-fresh-path", func(t *testing.T) {
+		run(t, Config{Scenario: ScenarioLock, Ops: 20, FreshPath: true})
+	})
+	t.Run("contended", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioContended, Concurrency: 8, Locks: 2, Conns: 2, Duration: time.Second})
+		c := rep.Contention
+		if c == nil || c.Clients != 8 || c.Locks != 2 || c.MinGrants <= 0 || c.MaxGrants < c.MinGrants || c.Fairness == nil || *c.Fairness < 1 {
+			t.Fatalf("contention %+v", c)
+		}
+		if opsOf(rep, "acquire").Count != rep.Ops || rep.Ops < 8 {
+			t.Errorf("%d cycles, %d acquires", rep.Ops, opsOf(rep, "acquire").Count)
+		}
+	})
+	checkSessions := func(t *testing.T, rep *Report, n int) {
+		s := rep.Sessions
+		if s == nil || rep.Ops != n || s.Sessions != n || s.Lost != 0 || s.OpenRate <= 0 || s.CloseRate <= 0 {
+			t.Fatalf("report %+v, sessions %+v", rep, s)
+		}
+		if s.Leader != leaderID || s.LeaderAdmin != cl.Nodes[leader].HTTPAddr {
+			t.Errorf("measured %s at %s, leader is %s at %s", s.Leader, s.LeaderAdmin, leaderID, cl.Nodes[leader].HTTPAddr)
+		}
+		if s.LeaderCPUPercent <= 0 || s.RSSBefore <= 0 || s.RSSHeld <= 0 || s.Window <= 0 || s.TTL != Millis(3*time.Second) {
+			t.Errorf("sessions %+v", s)
+		}
+		if opsOf(rep, "open").Count != n {
+			t.Errorf("open latencies %+v", rep.Latency)
+		}
+	}
+	t.Run("sessions-one-connection", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioSessions, Sessions: 200, Window: 2 * time.Second})
+		checkSessions(t, rep, 200)
+	})
+	t.Run("sessions-connection-each", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioSessions, Sessions: 30, Conns: 30, Window: time.Second})
+		checkSessions(t, rep, 30)
+	})
+	t.Run("sessions-admin-not-leader", func(t *testing.T) {
+		follower := cl.Nodes[(leader+1)%3]
+		_, err := Run(ctx, Config{Scenario: ScenarioSessions, Client: ccfg, Sessions: 5, Admin: follower.HTTPAddr})
+		if !errors.Is(err, ErrLeaderChanged) {
+			t.Errorf("admin of a follower: %v, want ErrLeaderChanged", err)
+		}
+	})
+	t.Run("max-time-truncates", func(t *testing.T) {
+		start := time.Now()
+		rep, err := Run(ctx, Config{Scenario: ScenarioContended, Client: ccfg, Concurrency: 4, Duration: time.Minute,
+			MaxTime: 500 * time.Millisecond, Prefix: "/bench-truncated"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Truncated || time.Since(start) > 20*time.Second {
+			t.Errorf("truncated %v after %v", rep.Truncated, time.Since(start))
+		}
+		if ok, _, err := check.Exists(ctx, "/bench-truncated"); err != nil || ok {
+			t.Errorf("truncated run left its prefix (%v, %v)", ok, err)
+		}
+	})
+	t.Run("prefix-exists", func(t *testing.T) {
+		if _, err := check.Create(ctx, "/bench-taken", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Run(ctx, Config{Scenario: ScenarioGet, Client: ccfg, Ops: 1, Prefix: "/bench-taken"})
+		if !errors.Is(err, client.ErrNodeExists) {
+			t.Errorf("existing prefix: %v, want ErrNodeExists", err)
+		}
+		if ok, _, _ := check.Exists(ctx, "/bench-taken"); !ok {
+			t.Error("a run deleted a prefix it did not create")
+		}
+	})
+}
+
+func countSessions(t *testing.T, c *client.Client) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}

@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+// Scenarios.
+const (
+	// ScenarioGet: linearizable Get of one node (confirmed by the leader).
+	ScenarioGet = "get"
+	// ScenarioStaleGet: Get with client.Stale() (served without a
+	// leadership check by the member the client is connected to).
+	ScenarioStaleGet = "stale-get"
+	// ScenarioCreate: Create of persistent nodes with DataSize bytes.
+	ScenarioCreate = "create"
+	// ScenarioLock: uncontended Mutex Lock then Unlock.
+	ScenarioLock = "lock"
+	// ScenarioContended: Concurrency sessions cycling Lock/Unlock on
+	// Locks locks for Duration.
+	ScenarioContended = "contended"
+	// ScenarioSessions: Sessions sessions opened, held for Window, closed,
+	// with the leader's CPU and memory measured.
+	ScenarioSessions = "sessions"
+)
+
+// Scenarios lists every scenario, in the order the help shows them.
+var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioLock, ScenarioContended, ScenarioSessions}
+
+// Defaults of Config (see the fields).
+const (
+	DefaultOps              = 2000
+	DefaultContendedClients = 64
+	DefaultLocks            = 8
+	DefaultDuration         = 10 * time.Second
+	DefaultSessions         = 5000
+	DefaultWindow           = 30 * time.Second
+	DefaultOpeners          = 64
+	DefaultDataSize         = 100
+	DefaultMaxTime          = 10 * time.Minute
+	DefaultOpTimeout        = 10 * time.Second
+	defaultContendedConns   = 4
+)
+
+// Config configures one benchmark run. Zero fields take the defaults
+// documented on them, which depend on the scenario.
+type Config struct {
+	// Scenario is one of Scenarios.
+	Scenario string
+	// Client configures every connection the run makes (endpoints, TLS,
+	// SessionTTL: the TTL of every session the run opens).
+	Client client.Config
+
+	// Ops is how many operations get, stale-get, create and lock run (for
+	// lock: Lock+Unlock cycles). Default DefaultOps.
+	Ops int
+	// Concurrency is how many goroutines issue operations (get, stale-get,
+	// create, lock; default 1), how many clients contend (contended,
+	// default DefaultContendedClients, each its own session) or how many
+	// sessions are being opened at once (sessions, default
+	// DefaultOpeners).
+	Concurrency int
+	// Conns is how many client connections the run spreads its goroutines
+	// or sessions over, round robin. Default 1, except contended (4).
+	// For sessions, Conns = Sessions gives every session its own
+	// connection.
+	Conns int
+	// Locks is how many locks contended spreads its clients over (client i
+	// always takes lock i mod Locks). Default DefaultLocks.
+	Locks int
+	// Duration is how long contended runs. Default DefaultDuration.
+	Duration time.Duration
+	// Sessions is how many sessions the sessions scenario opens. Default
+	// DefaultSessions.
+	Sessions int
+	// Window is how long the sessions scenario holds its sessions while
+	// it measures the leader. Default DefaultWindow.
+	Window time.Duration
+	// Admin is the leader's admin HTTP address (host:port) for sessions.
+	// Default: the leader's as the cluster's member list reports it.
+	Admin string
+	// DataSize is the size of the data of created and read nodes. Default
+	// DefaultDataSize; -1 for none.
+	DataSize int
+	// FreshPath makes lock take a new lock path every cycle instead of
+	// the same one.
+	FreshPath bool
+	// Prefix is the node every node of the run lives under; it must not
+	// exist. Default /latch-bench-<random>.
+	Prefix string
+	// Keep leaves Prefix and its nodes in place after the run instead of
+	// deleting them.
+	Keep bool
+	// OpTimeout bounds each operation, the connection set-up and the
+	// clean-up steps. Default DefaultOpTimeout.
+	OpTimeout time.Duration
+	// MaxTime bounds the whole run: when it passes, the run stops and
+	// reports what it measured so far, marked truncated. Default
+	// DefaultMaxTime.
+	MaxTime time.Duration
+	// AllowRemote lets the run talk to non-loopback addresses. Off, every
+	// endpoint and Admin must be a loopback address: a benchmark loads
+	// the cluster it runs against, so aiming it at a shared one takes a
+	// deliberate flag.
+	AllowRemote bool
+	// Log receives progress lines. Default: discard.
+	Log io.Writer
+}
+
+// withDefaults fills the zero fields for the scenario.
+func (c Config) withDefaults() Config {
+	set := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	set(&c.Ops, DefaultOps)
+	set(&c.Locks, DefaultLocks)
+	set(&c.Sessions, DefaultSessions)
+	set(&c.DataSize, DefaultDataSize)
+	switch c.Scenario {
+	case ScenarioContended:
+		set(&c.Concurrency, DefaultContendedClients)
+		set(&c.Conns, min(defaultContendedConns, c.Concurrency))
+	case ScenarioSessions:
+		set(&c.Concurrency, DefaultOpeners)
+		set(&c.Conns, 1)
+	default:
+		set(&c.Concurrency, 1)
+		set(&c.Conns, 1)
+	}
+	if c.DataSize < 0 {
+		c.DataSize = 0
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = DefaultOpTimeout
+	}
+	if c.MaxTime == 0 {
+		c.MaxTime = DefaultMaxTime
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+// Validate rejects a config that cannot run, naming the field. Zero
+// fields are fine: they take defaults.
+func (c Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
+	}
+	if !slices.Contains(Scenarios, c.Scenario) {
+		return bad("Scenario", "%q: want one of %s", c.Scenario, strings.Join(Scenarios, ", "))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Ops", c.Ops}, {"Concurrency", c.Concurrency}, {"Conns", c.Conns}, {"Locks", c.Locks}, {"Sessions", c.Sessions}} {
+		if f.v < 0 {
+			return bad(f.name, "%d is negative", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Duration", c.Duration}, {"Window", c.Window}, {"OpTimeout", c.OpTimeout}, {"MaxTime", c.MaxTime}} {
+		if f.v < 0 {
+			return bad(f.name, "%v is negative", f.v)
+		}
+	}
+	d := c.withDefaults()
+	switch {
+	case d.DataSize > 64<<10:
+		return bad("DataSize", "%d is above the server's node data limit (64 KiB)", d.DataSize)
+	case d.Scenario == ScenarioSessions && d.Conns > d.Sessions:
+		return bad("Conns", "%d connections for %d sessions: every connection carries at least its own session", d.Conns, d.Sessions)
+	case d.Scenario == ScenarioContended && d.Conns > d.Concurrency:
+		return bad("Conns", "%d connections for %d clients", d.Conns, d.Concurrency)
+	case d.Scenario != ScenarioSessions && d.Scenario != ScenarioContended && d.Conns > d.Concurrency:
+		return bad("Conns", "%d connections for %d goroutines", d.Conns, d.Concurrency)
+	}
+	if c.Prefix != "" && (!strings.HasPrefix(c.Prefix, "/") || c.Prefix == "/" || strings.HasSuffix(c.Prefix, "/")) {
+		return bad("Prefix", "%q must be an absolute path below /", c.Prefix)
+	}
+	if err := c.Client.Validate(); err != nil {
+		return bad("Client", "%v", err)
+	}
+	if !c.AllowRemote {
+		for _, e := range c.Client.Endpoints {
+			if err := checkLoopback(e); err != nil {
+				return err
+			}
+		}
+		if c.Admin != "" {
+			if err := checkLoopback(c.Admin); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkLoopback returns ErrNotLoopback unless addr's host is "localhost"
+// or a loopback IP. Names are not resolved: a name that happens to point
+// at 127.0.0.1 still needs AllowRemote.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrBadConfig, addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (pass --allow-remote to benchmark it anyway)", ErrNotLoopback, addr)
+}

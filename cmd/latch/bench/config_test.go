@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+func TestValidate(t *testing.T) {
+	local := client.Config{Endpoints: []string{"127.0.0.1:7420", "localhost:7421", "[::1]:7422"}}
+	remote := client.Config{Endpoints: []string{"127.0.0.1:7420", "10.0.0.1:7420"}}
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		err   error
+		field string // named in the message
+	}{
+		{"defaults", Config{Scenario: ScenarioGet}, nil, ""},
+		{"loopback endpoints", Config{Scenario: ScenarioSessions, Client: local, Conns: 5000}, nil, ""},
+		{"unknown scenario", Config{Scenario: "nope"}, ErrBadConfig, "Scenario"},
+		{"negative ops", Config{Scenario: ScenarioGet, Ops: -1}, ErrBadConfig, "Ops"},
+		{"negative window", Config{Scenario: ScenarioSessions, Window: -time.Second}, ErrBadConfig, "Window"},
+		{"more conns than sessions", Config{Scenario: ScenarioSessions, Sessions: 10, Conns: 11}, ErrBadConfig, "Conns"},
+		{"more conns than goroutines", Config{Scenario: ScenarioGet, Concurrency: 2, Conns: 3}, ErrBadConfig, "Conns"},
+		{"more conns than clients", Config{Scenario: ScenarioContended, Concurrency: 2, Conns: 3}, ErrBadConfig, "Conns"},
+		{"contended default conns follow few clients", Config{Scenario: ScenarioContended, Concurrency: 2}, nil, ""},
+		{"data too large", Config{Scenario: ScenarioCreate, DataSize: 1 << 20}, ErrBadConfig, "DataSize"},
+		{"relative prefix", Config{Scenario: ScenarioGet, Prefix: "bench"}, ErrBadConfig, "Prefix"},
+		{"trailing slash", Config{Scenario: ScenarioGet, Prefix: "/bench/"}, ErrBadConfig, "Prefix"},
+		{"bad client config", Config{Scenario: ScenarioGet, Client: client.Config{Endpoints: []string{"nohost"}}}, ErrBadConfig, "Endpoints"},
+		{"remote endpoint", Config{Scenario: ScenarioGet, Client: remote}, ErrNotLoopback, "10.0.0.1"},
+		{"remote endpoint allowed", Config{Scenario: ScenarioGet, Client: remote, AllowRemote: true}, nil, ""},
+		{"name is not resolved", Config{Scenario: ScenarioGet, Client: client.Config{Endpoints: []string{"latch.example:7420"}}}, ErrNotLoopback, "latch.example"},
+		{"remote admin", Config{Scenario: ScenarioSessions, Admin: "192.168.1.1:7422"}, ErrNotLoopback, "192.168.1.1"},
+	} {
+		err := tc.cfg.Validate()
+		if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+			t.Errorf("%s: Validate = %v, want %v", tc.name, err, tc.err)
+			continue
+		}
+		if err != nil && !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %q does not name %s", tc.name, err, tc.field)
+		}
+	}
+}
+
+func TestDefaultsDependOnScenario(t *testing.T) {
+	for _, tc := range []struct {
+		scenario    string
+		conc, conns int
+	}{
+		{ScenarioGet, 1, 1},
+		{ScenarioLock, 1, 1},
+		{ScenarioContended, DefaultContendedClients, 4},
+		{ScenarioSessions, DefaultOpeners, 1},
+	} {
+		d := Config{Scenario: tc.scenario}.withDefaults()
+		if d.Concurrency != tc.conc || d.Conns != tc.conns || d.Ops != DefaultOps || d.DataSize != DefaultDataSize {
+			t.Errorf("%s: defaults %+v", tc.scenario, d)
+		}
+	}
+	if d := (Config{Scenario: ScenarioCreate, DataSize: -1}).withDefaults(); d.DataSize != 0 {
+		t.Errorf("DataSize -1 became %d, want 0 (no data)", d.DataSize)
+	}
+}

@@ -1,0 +1,69 @@
+// Package bench is `latch bench`: it measures what users of a running
+// latch cluster feel — read and write latency, lock acquire latency,
+// contended lock throughput and fairness, and what holding thousands of
+// sessions costs the leader.
+//
+//	cfg := bench.Config{Scenario: bench.ScenarioContended, Client: client.Config{Endpoints: eps, TLS: tlsConf}}
+//	rep, err := bench.Run(ctx, cfg)
+//	rep.WriteTable(os.Stdout) // or json.Marshal(rep)
+//
+// # Scenarios
+//
+//   - get, stale-get, create: Ops operations from Concurrency goroutines
+//     spread over Conns connections; latency p50/p90/p99/max/mean and
+//     ops/s. Reads go to one node of DataSize bytes; creates make new
+//     persistent nodes of DataSize bytes under Prefix/create.
+//   - lock: Ops Lock+Unlock cycles of a free lock; acquire and release
+//     latency. Each goroutine has its own session and lock path
+//     (Prefix/lock/gW), or a new path per cycle with FreshPath.
+//   - contended: Concurrency clients, each its own session, on Locks locks
+//     for Duration; client i always takes lock i mod Locks and releases it
+//     at once. Throughput is completed acquire+release cycles per second,
+//     acquire latency includes the wait in the queue, fairness is the
+//     most grants one client got over the fewest.
+//   - sessions: Sessions sessions (TTL Client.SessionTTL) opened
+//     Concurrency at a time over Conns connections; open rate; then, after
+//     a settle of TTL/3, the leader's CPU over Window (from
+//     process_cpu_seconds_total, in % of one core) and its resident memory
+//     per session ((RSS at the end of the window − RSS before the first
+//     open) / Sessions, from process_resident_memory_bytes), plus the same
+//     for go_memstats_heap_inuse_bytes and this process's own CPU.
+//
+// # Decisions
+//
+//   - A run owns a control connection (set-up, clean-up, leader lookup),
+//     separate from the measured ones and never timed; its session exists
+//     before the sessions scenario's "before" sample, so it is not counted
+//     in the per-session memory.
+//   - Connections: Conns clients (client.Dial each), goroutine or session
+//     i on client i mod Conns. Default 1, contended 4: 64 sessions on a
+//     few connections is how a handful of client processes with a pool of
+//     workers each would look, without 64 QUIC connections competing for
+//     the two cores of a small test machine. Every Dial opens a default
+//     session: the sessions scenario counts it as that connection's first
+//     session (so Conns = Sessions is one session per connection, and the
+//     open rate then includes the QUIC and TLS handshakes); the other
+//     scenarios leave it idle.
+//   - Everything lives under Prefix (default /latch-bench-<random>, which
+//     must not exist) and is deleted afterwards, 128 deletes per Multi,
+//     unless Keep. A failed clean-up is logged with the command to finish
+//     it, not returned: the measurement stands.
+//   - Bounds: each operation and set-up step by OpTimeout (the CLI's
+//     --timeout), the whole measured phase by MaxTime; ^C or MaxTime stop
+//     it and the report covers what completed (Truncated). Clean-up and
+//     session closes run after that on their own bounded contexts.
+//   - The first failing operation fails the run (a benchmark that hides
+//     errors measures something else).
+//   - The leader measured by sessions is the member the member list marks
+//     leader (its HTTP address; an unspecified host is replaced by the
+//     host of its client address) or Admin. Its /v1/status must say
+//     Leader before and after the window, with the same id and term, else
+//     ErrLeaderChanged: the figures would mix two processes. Sessions that
+//     ended while held fail the run with ErrSessionsLost.
+//   - Loopback only unless AllowRemote: a benchmark loads the cluster it
+//     runs against, so aiming it at a shared one takes a deliberate flag.
+//   - Percentiles are nearest-rank (always a measured sample).
+//   - Stale reads go to the member the connection is on, which is the
+//     leader (the client keeps its connection there): they measure the
+//     read path without the leadership check, not a follower.
+package bench

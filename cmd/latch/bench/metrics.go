@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+// Series the sessions scenario reads from the leader's /metrics: the
+// Prometheus process collector's (Linux only) and the Go collector's.
+const (
+	seriesCPU  = "process_cpu_seconds_total"
+	seriesRSS  = "process_resident_memory_bytes"
+	seriesHeap = "go_memstats_heap_inuse_bytes"
+)
+
+// sample is one scrape of the leader's process figures.
+type sample struct {
+	cpuSeconds float64
+	rss        float64
+	heap       float64 // 0 when the series is absent
+}
+
+// scraper reads one member's /metrics over plain HTTP (the admin
+// endpoint has no TLS). It keeps no idle connection, so nothing outlives
+// the run.
+type scraper struct {
+	addr string
+	hc   *http.Client
+}
+
+func newScraper(addr string, timeout time.Duration) *scraper {
+	return &scraper{addr: addr, hc: &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+	}}
+}
+
+func (s *scraper) sample(ctx context.Context) (sample, error) {
+	var vals map[string]float64
+	err := s.get(ctx, "/metrics", func(r io.Reader) error {
+		var err error
+		vals, err = parseMetrics(r, seriesCPU, seriesRSS, seriesHeap)
+		return err
+	})
+	if err != nil {
+		return sample{}, err
+	}
+	for _, name := range []string{seriesCPU, seriesRSS} {
+		if _, ok := vals[name]; !ok {
+			return sample{}, fmt.Errorf("%w: %s/metrics has no %s (the process collector reports it on Linux only)", ErrMetrics, s.addr, name)
+		}
+	}
+	return sample{cpuSeconds: vals[seriesCPU], rss: vals[seriesRSS], heap: vals[seriesHeap]}, nil
+}
+
+// adminStatus is what the run needs of a member's GET /v1/status.
+type adminStatus struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Term  uint64 `json:"term"`
+}
+
+// status reads the member's /v1/status: the sessions scenario checks that
+// the address it measures is the leader, before and after, in one term.
+func (s *scraper) status(ctx context.Context) (adminStatus, error) {
+	var st adminStatus
+	if err := s.get(ctx, "/v1/status", func(r io.Reader) error { return json.NewDecoder(r).Decode(&st) }); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (s *scraper) get(ctx context.Context, path string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+path, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMetrics, err)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMetrics, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: GET %s%s: %s", ErrMetrics, s.addr, path, resp.Status)
+	}
+	if err := read(resp.Body); err != nil {
+		return fmt.Errorf("%w: GET %s%s: %w", ErrMetrics, s.addr, path, err)
+	}
+	return nil
+}
+
+// parseMetrics reads the Prometheus text exposition format from r and
+// returns the values of the unlabelled series named in want that it
+// finds. Labelled samples, comments and other series are skipped. The
+// caller wraps its errors.
+func parseMetrics(r io.Reader, want ...string) (map[string]float64, error) {
+	wanted := make(map[string]bool, len(want))
+	for _, w := range want {
+		wanted[w] = true
+	}
+	out := make(map[string]float64)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		// name value [timestamp]
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !wanted[fields[0]] {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad value %q", fields[0], fields[1])
+		}
+		out[fields[0]] = v
+	}
+	return out, sc.Err()
+}
+
+// leaderAdmin finds the leader's id and admin address in the member list.
+// An admin address bound to every interface (":7422", "0.0.0.0:7422") is
+// reached at the host of the leader's client address.
+func leaderAdmin(members []client.MemberInfo) (id, addr string, err error) {
+	for _, m := range members {
+		if !m.Leader {
+			continue
+		}
+		if m.HTTPAddr == "" {
+			return m.ID, "", fmt.Errorf("%w: member %s has none in the member list; give --admin", ErrNoAdmin, m.ID)
+		}
+		host, port, err := net.SplitHostPort(m.HTTPAddr)
+		if err != nil {
+			return m.ID, "", fmt.Errorf("%w: member %s: %q: %v", ErrNoAdmin, m.ID, m.HTTPAddr, err)
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			chost, _, cerr := net.SplitHostPort(m.ClientAddr)
+			if cerr != nil || chost == "" {
+				chost = "127.0.0.1"
+			}
+			host = chost
+		}
+		return m.ID, net.JoinHostPort(host, port), nil
+	}
+	return "", "", fmt.Errorf("%w: no member is marked leader", ErrNoAdmin)
+}

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+// get reads one node of DataSize bytes Ops times, linearizably or stale.
+func (r *runner) get(rep *Report, stale bool) error {
+	key := r.path("key")
+	ctx, cancel := r.opCtx()
+	_, err := r.ctl.Create(ctx, key, r.data())
+	cancel()
+	if err != nil {
+		return err
+	}
+	p, err := r.dialPool(r.cfg.Conns, r.cfg.Conns)
+	if err != nil {
+		return err
+	}
+	defer p.close(r.cfg.Conns)
+	var opts []client.ReadOption
+	name := "get"
+	if stale {
+		opts = append(opts, client.Stale())
+		name = "stale-get"
+		// A stale read may be served before the member applied the
+		// create; Sync makes the first one find the node.
+		for _, c := range p.clients {
+			ctx, cancel := r.opCtx()
+			err := c.Sync(ctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	lat := make([][]time.Duration, r.cfg.Concurrency)
+	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
+		c := p.get(w)
+		start := time.Now()
+		data, _, err := c.Get(ctx, key, opts...)
+		d := time.Since(start)
+		if err != nil {
+			return err
+		}
+		if len(data) != r.cfg.DataSize {
+			return fmt.Errorf("read %d bytes of %s, want %d", len(data), key, r.cfg.DataSize)
+		}
+		lat[w] = append(lat[w], d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	finish(rep, done, elapsed, OpLatency{Op: name, Latency: Summarize(merge(lat))})
+	if stale {
+		rep.Notes = append(rep.Notes, "stale reads are served by the member each connection is on: the leader, since the client keeps its connection there")
+	}
+	return nil
+}
+
+// create creates Ops persistent nodes of DataSize bytes, each at a new
+// path under Prefix/create.
+func (r *runner) create(rep *Report) error {
+	dir := r.path("create")
+	ctx, cancel := r.opCtx()
+	_, err := r.ctl.Create(ctx, dir, nil)
+	cancel()
+	if err != nil {
+		return err
+	}
+	p, err := r.dialPool(r.cfg.Conns, r.cfg.Conns)
+	if err != nil {
+		return err
+	}
+	defer p.close(r.cfg.Conns)
+	data := r.data()
+	lat := make([][]time.Duration, r.cfg.Concurrency)
+	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
+		c := p.get(w)
+		start := time.Now()
+		_, err := c.Create(ctx, fmt.Sprintf("%s/n%d", dir, i), data)
+		d := time.Since(start)
+		if err != nil {
+			return err
+		}
+		lat[w] = append(lat[w], d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	finish(rep, done, elapsed, OpLatency{Op: "create", Latency: Summarize(merge(lat))})
+	return nil
+}
+
+// finish fills the report's common figures.
+func finish(rep *Report, done int, elapsed time.Duration, lat ...OpLatency) {
+	rep.Ops = done
+	rep.Elapsed = Millis(elapsed)
+	rep.OpsPerSec = rate(done, elapsed)
+	rep.Latency = append(rep.Latency, lat...)
+}
+
+// merge concatenates per-worker samples.
+func merge(per [][]time.Duration) []time.Duration {
+	var n int
+	for _, l := range per {
+		n += len(l)
+	}
+	out := make([]time.Duration, 0, n)
+	for _, l := range per {
+		out = append(out, l...)
+	}
+	return out
+}

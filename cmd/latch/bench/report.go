@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what one run measured. Its JSON form (-o json) has stable
+// snake_case names; durations are milliseconds.
+type Report struct {
+	Scenario string `json:"scenario"`
+	// Ops is how many operations completed: gets, creates, Lock+Unlock
+	// cycles (lock, contended) or sessions opened (sessions).
+	Ops int `json:"ops"`
+	// Concurrency and Conns are the run's goroutines (contended: clients;
+	// sessions: concurrent opens) and client connections.
+	Concurrency int `json:"concurrency"`
+	Conns       int `json:"conns"`
+	// Elapsed is the measured phase's wall time; OpsPerSec is Ops over it.
+	Elapsed   Millis  `json:"elapsed_ms"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// Latency has one entry per kind of operation timed, in the order
+	// they happen (lock: acquire, then release).
+	Latency []OpLatency `json:"latency"`
+
+	Contention *Contention  `json:"contention,omitempty"`
+	Sessions   *SessionLoad `json:"sessions,omitempty"`
+
+	// Truncated is set when the run stopped early (MaxTime passed or it
+	// was interrupted): the figures cover what completed.
+	Truncated bool `json:"truncated,omitempty"`
+	// Notes say how to read the figures.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// OpLatency is the latency summary of one kind of operation.
+type OpLatency struct {
+	Op string `json:"op"`
+	Latency
+}
+
+// Contention is what the contended scenario adds.
+type Contention struct {
+	Clients int `json:"clients"`
+	Locks   int `json:"locks"`
+	// MinGrants and MaxGrants are the fewest and most grants one client
+	// got; Fairness is their ratio, null when a client got none.
+	MinGrants int      `json:"min_grants"`
+	MaxGrants int      `json:"max_grants"`
+	Fairness  *float64 `json:"fairness"`
+}
+
+// SessionLoad is what the sessions scenario adds.
+type SessionLoad struct {
+	Sessions int    `json:"sessions"`
+	TTL      Millis `json:"ttl_ms"`
+	// OpenRate is sessions established per second (connections included
+	// when each session has its own).
+	OpenRate float64 `json:"open_per_sec"`
+	// Settle is the pause between the last open and the window.
+	Settle Millis `json:"settle_ms"`
+	Window Millis `json:"window_ms"`
+	// Leader and LeaderAdmin name the member measured.
+	Leader      string `json:"leader"`
+	LeaderAdmin string `json:"leader_admin"`
+	// LeaderCPUPercent is the leader process's CPU over the window, in
+	// percent of one core.
+	LeaderCPUPercent float64 `json:"leader_cpu_percent"`
+	// RSSBefore is the leader's resident memory before the sessions were
+	// opened, RSSHeld at the end of the window; RSSPerSession is the
+	// difference over Sessions (bytes; may be negative when the runtime
+	// returned memory meanwhile).
+	RSSBefore     int64   `json:"rss_before_bytes"`
+	RSSHeld       int64   `json:"rss_held_bytes"`
+	RSSPerSession float64 `json:"rss_per_session_bytes"`
+	// HeapPerSession is the same difference of the leader's Go heap in
+	// use, when its /metrics has go_memstats_heap_inuse_bytes: steadier
+	// than RSS, which lags the garbage collector.
+	HeapPerSession *float64 `json:"heap_per_session_bytes,omitempty"`
+	// BenchCPUPercent is this process's CPU over the window, in percent
+	// of one core: the client side of the keepalives.
+	BenchCPUPercent float64 `json:"bench_cpu_percent"`
+	// Lost counts sessions that ended while held (expired): nonzero means
+	// the cluster could not keep up.
+	Lost int `json:"lost"`
+	// CloseRate is sessions closed per second at the end.
+	CloseRate float64 `json:"close_per_sec"`
+}
+
+// Text is the report as an aligned table for people.
+func (r *Report) Text() string {
+	var b strings.Builder
+	r.WriteTable(&b)
+	return b.String()
+}
+
+// WriteTable writes the report as an aligned table.
+func (r *Report) WriteTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	row("scenario", "%s", r.Scenario)
+	switch r.Scenario {
+	case ScenarioSessions:
+		row("sessions", "%d opened by %s on %s", r.Ops, plural(r.Concurrency, "opener"), plural(r.Conns, "connection"))
+		row("elapsed", "%s", dur(r.Elapsed))
+		row("open rate", "%s sessions/s", num(r.OpsPerSec))
+	case ScenarioContended:
+		if c := r.Contention; c != nil {
+			row("clients", "%s on %s, %s", plural(c.Clients, "session"), plural(r.Conns, "connection"), plural(c.Locks, "lock"))
+		}
+		row("cycles", "%d lock+unlock", r.Ops)
+		row("elapsed", "%s", dur(r.Elapsed))
+		row("throughput", "%s acquire+release/s", num(r.OpsPerSec))
+	default:
+		what := "operations"
+		if r.Scenario == ScenarioLock {
+			what = "lock+unlock"
+		}
+		row("ops", "%d %s by %s on %s", r.Ops, what, plural(r.Concurrency, "goroutine"), plural(r.Conns, "connection"))
+		row("elapsed", "%s", dur(r.Elapsed))
+		row("throughput", "%s ops/s", num(r.OpsPerSec))
+	}
+	if c := r.Contention; c != nil {
+		fair := "unbounded (a client got no grant)"
+		if c.Fairness != nil {
+			fair = strconv.FormatFloat(*c.Fairness, 'f', 2, 64)
+		}
+		row("grants/client", "min %d, max %d, fairness (max/min) %s", c.MinGrants, c.MaxGrants, fair)
+	}
+	if s := r.Sessions; s != nil {
+		row("session TTL", "%s", dur(s.TTL))
+		row("settle, window", "%s, %s", dur(s.Settle), dur(s.Window))
+		row("leader", "%s (admin %s)", s.Leader, s.LeaderAdmin)
+		row("leader CPU", "%.1f%% of one core", s.LeaderCPUPercent)
+		row("leader RSS", "%s before, %s held: %s per session", bytes(float64(s.RSSBefore)), bytes(float64(s.RSSHeld)), bytes(s.RSSPerSession))
+		if s.HeapPerSession != nil {
+			row("leader heap", "%s per session", bytes(*s.HeapPerSession))
+		}
+		row("bench CPU", "%.1f%% of one core", s.BenchCPUPercent)
+		row("lost sessions", "%d", s.Lost)
+		row("close rate", "%s sessions/s", num(s.CloseRate))
+	}
+	if r.Truncated {
+		row("truncated", "yes: stopped early, figures cover what completed")
+	}
+	tw.Flush()
+
+	if len(r.Latency) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OP\tCOUNT\tP50\tP90\tP99\tMAX\tMEAN")
+		for _, l := range r.Latency {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Op, l.Count, l.P50, l.P90, l.P99, l.Max, l.Mean)
+		}
+		tw.Flush()
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\nnote: %s", n)
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// dur formats m as a duration rounded to the millisecond ("3.333s").
+func dur(m Millis) string { return time.Duration(m).Round(time.Millisecond).String() }
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// num formats a rate with one decimal.
+func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+// bytes formats a byte count in B, KiB or MiB.
+func bytes(f float64) string {
+	a := f
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a >= 1<<20:
+		return strconv.FormatFloat(f/(1<<20), 'f', 1, 64) + " MiB"
+	case a >= 1<<10:
+		return strconv.FormatFloat(f/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatFloat(f, 'f', 0, 64) + " B"
+}
