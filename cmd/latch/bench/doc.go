@@ -27,7 +27,8 @@
 //     process_cpu_seconds_total, in % of one core) and its resident memory
 //     per session ((RSS at the end of the window − RSS before the first
 //     open) / Sessions, from process_resident_memory_bytes), plus the same
-//     for go_memstats_heap_inuse_bytes and this process's own CPU.
+//     for the live heap as of the leader's last GC (estimated from its GC
+//     goal, go_memstats_next_gc_bytes) and this process's own CPU.
 //
 // # Decisions
 //

@@ -20,14 +20,19 @@ import (
 const (
 	seriesCPU  = "process_cpu_seconds_total"
 	seriesRSS  = "process_resident_memory_bytes"
-	seriesHeap = "go_memstats_heap_inuse_bytes"
+	seriesGoal = "go_memstats_next_gc_bytes"
+	seriesGOGC = "go_gc_gogc_percent"
 )
 
 // sample is one scrape of the leader's process figures.
 type sample struct {
 	cpuSeconds float64
 	rss        float64
-	heap       float64 // 0 when the series is absent
+	// liveHeap estimates the heap that survived the last GC: the GC goal
+	// is about live × (1 + GOGC/100). Unlike RSS or the heap in use it
+	// does not swing with garbage not yet collected. 0 when the series
+	// are absent.
+	liveHeap float64
 }
 
 // scraper reads one member's /metrics over plain HTTP (the admin
@@ -49,7 +54,7 @@ func (s *scraper) sample(ctx context.Context) (sample, error) {
 	var vals map[string]float64
 	err := s.get(ctx, "/metrics", func(r io.Reader) error {
 		var err error
-		vals, err = parseMetrics(r, seriesCPU, seriesRSS, seriesHeap)
+		vals, err = parseMetrics(r, seriesCPU, seriesRSS, seriesGoal, seriesGOGC)
 		return err
 	})
 	if err != nil {
@@ -60,7 +65,11 @@ func (s *scraper) sample(ctx context.Context) (sample, error) {
 			return sample{}, fmt.Errorf("%w: %s/metrics has no %s (the process collector reports it on Linux only)", ErrMetrics, s.addr, name)
 		}
 	}
-	return sample{cpuSeconds: vals[seriesCPU], rss: vals[seriesRSS], heap: vals[seriesHeap]}, nil
+	smp := sample{cpuSeconds: vals[seriesCPU], rss: vals[seriesRSS]}
+	if gogc, ok := vals[seriesGOGC]; ok && gogc > 0 {
+		smp.liveHeap = vals[seriesGoal] / (1 + gogc/100)
+	}
+	return smp, nil
 }
 
 // adminStatus is what the run needs of a member's GET /v1/status.

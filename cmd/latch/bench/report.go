@@ -77,10 +77,12 @@ type SessionLoad struct {
 	RSSBefore     int64   `json:"rss_before_bytes"`
 	RSSHeld       int64   `json:"rss_held_bytes"`
 	RSSPerSession float64 `json:"rss_per_session_bytes"`
-	// HeapPerSession is the same difference of the leader's Go heap in
-	// use, when its /metrics has go_memstats_heap_inuse_bytes: steadier
-	// than RSS, which lags the garbage collector.
-	HeapPerSession *float64 `json:"heap_per_session_bytes,omitempty"`
+	// LiveHeapPerSession is the same difference of the leader's live Go
+	// heap as of its last GC, estimated from the GC goal
+	// (go_memstats_next_gc_bytes / (1 + go_gc_gogc_percent/100)), when its
+	// /metrics has those series: unlike RSS it does not count garbage not
+	// yet collected nor memory the runtime has not returned.
+	LiveHeapPerSession *float64 `json:"live_heap_per_session_bytes,omitempty"`
 	// BenchCPUPercent is this process's CPU over the window, in percent
 	// of one core: the client side of the keepalives.
 	BenchCPUPercent float64 `json:"bench_cpu_percent"`
@@ -137,8 +139,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("leader", "%s (admin %s)", s.Leader, s.LeaderAdmin)
 		row("leader CPU", "%.1f%% of one core", s.LeaderCPUPercent)
 		row("leader RSS", "%s before, %s held: %s per session", bytes(float64(s.RSSBefore)), bytes(float64(s.RSSHeld)), bytes(s.RSSPerSession))
-		if s.HeapPerSession != nil {
-			row("leader heap", "%s per session", bytes(*s.HeapPerSession))
+		if s.LiveHeapPerSession != nil {
+			row("leader live heap", "%s per session (from the GC goal)", bytes(*s.LiveHeapPerSession))
 		}
 		row("bench CPU", "%.1f%% of one core", s.BenchCPUPercent)
 		row("lost sessions", "%d", s.Lost)

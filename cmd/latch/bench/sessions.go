@@ -120,9 +120,9 @@ func (r *runner) measure(sc *scraper, h *held, load *SessionLoad, before sample,
 	load.BenchCPUPercent = 100 * (cpu2 - cpu1).Seconds() / window.Seconds()
 	load.RSSBefore, load.RSSHeld = int64(before.rss), int64(s2.rss)
 	load.RSSPerSession = (s2.rss - before.rss) / float64(load.Sessions)
-	if before.heap > 0 && s2.heap > 0 {
-		h := (s2.heap - before.heap) / float64(load.Sessions)
-		load.HeapPerSession = &h
+	if before.liveHeap > 0 && s2.liveHeap > 0 {
+		h := (s2.liveHeap - before.liveHeap) / float64(load.Sessions)
+		load.LiveHeapPerSession = &h
 	}
 	load.Lost = h.lost()
 	if load.Lost > 0 {

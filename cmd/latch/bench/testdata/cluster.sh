@@ -1,0 +1,72 @@
+#!/bin/sh
+# Starts or stops a 3-member latchd cluster on loopback for `latch bench`
+# measurements (fsync is always on in latchd; raft timeouts are latchd's
+# defaults). Run from the repository root:
+#
+#   sh cmd/latch/bench/testdata/cluster.sh start DIR   # builds, starts, prints the latch flags
+#   DIR/bin/latch $(cat DIR/flags) bench get
+#   sh cmd/latch/bench/testdata/cluster.sh stop DIR    # kills the members, removes DIR
+#
+# Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
+# HTTP 1762x (BASE=N changes 17 to N). Logs are in DIR/nX.log.
+set -eu
+cmd=${1:?usage: cluster.sh start|stop DIR}
+dir=${2:?usage: cluster.sh start|stop DIR}
+base=${BASE:-17}
+
+case $cmd in
+start)
+	mkdir -p "$dir/bin"
+	go build -o "$dir/bin/latchd" ./cmd/latchd
+	go build -o "$dir/bin/latch" ./cmd/latch
+	go run ./cmd/latch/bench/testdata/devcerts "$dir/tls"
+	peers=""
+	for i in 1 2 3; do
+		peers="$peers${peers:+,}n$i=127.0.0.1:${base}52$i"
+	done
+	for i in 1 2 3; do
+		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --bootstrap "$peers" \
+			--client-addr "127.0.0.1:${base}42$i" --raft-addr "127.0.0.1:${base}52$i" \
+			--http-addr "127.0.0.1:${base}62$i" \
+			--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server-key.pem" \
+			>"$dir/n$i.log" 2>&1 &
+		echo $! >"$dir/n$i.pid"
+	done
+	for i in 1 2 3; do
+		n=0
+		until curl -sf "http://127.0.0.1:${base}62$i/readyz" >/dev/null; do
+			n=$((n + 1))
+			if [ $n -gt 300 ]; then
+				echo "n$i not ready after 30s; see $dir/n$i.log" >&2
+				exit 1
+			fi
+			sleep 0.1
+		done
+	done
+	echo "--endpoints 127.0.0.1:${base}421,127.0.0.1:${base}422,127.0.0.1:${base}423 --ca $dir/tls/ca.pem" >"$dir/flags"
+	cat "$dir/flags"
+	;;
+stop)
+	for i in 1 2 3; do
+		if [ -f "$dir/n$i.pid" ]; then
+			kill "$(cat "$dir/n$i.pid")" 2>/dev/null || true
+		fi
+	done
+	for i in 1 2 3; do
+		if [ -f "$dir/n$i.pid" ]; then
+			pid=$(cat "$dir/n$i.pid")
+			n=0
+			while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do
+				sleep 0.1
+				n=$((n + 1))
+			done
+			kill -9 "$pid" 2>/dev/null || true
+		fi
+	done
+	rm -rf "$dir"
+	;;
+*)
+	echo "usage: cluster.sh start|stop DIR" >&2
+	exit 2
+	;;
+esac
