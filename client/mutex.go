@@ -667,11 +667,10 @@ func (h *lockHandle) release(ctx context.Context) error {
 	lost := hd.err
 	hd.unlocking = lost == nil
 	hd.mu.Unlock()
-	var err error
-	if lost == nil {
-		err = h.releaseNow(ctx, hd.node)
-	}
-	if err != nil {
+	// Released even when reported lost: a watch that gave up (rather
+	// than the server saying so) may leave the lock held.
+	err := h.releaseNow(ctx, hd.node)
+	if err != nil && lost == nil {
 		hd.mu.Lock()
 		hd.unlocking = false
 		hd.mu.Unlock()

@@ -126,6 +126,9 @@ func TestRecipes(t *testing.T) {
 		if err := NewSemaphore(s3, "/sem", 2).TryAcquire(ctx); !errors.Is(err, ErrLocked) {
 			t.Fatalf("TryAcquire of a full semaphore = %v", err)
 		}
+		if names, err := c3.Children(ctx, "/sem"); err != nil || len(names) != 2 {
+			t.Fatalf("after a failed TryAcquire: %v %v, want the two holders' nodes", names, err)
+		}
 		c, d := NewSemaphore(c3.Session(), "/sem", 2), NewSemaphore(s3, "/sem", 2)
 		cl := lockAsync(ctx, c.Acquire)
 		servertest.Eventually(t, "third waits", func() error {

@@ -109,7 +109,7 @@ func (m *Semaphore) wait(ctx context.Context, try bool) (string, error) {
 				err = ctx.Err()
 			}
 		}
-		m.remove(node)
+		m.remove(ctx, node)
 		return "", fmt.Errorf("latch: semaphore %s: %w", m.path, err)
 	}
 }
@@ -168,8 +168,16 @@ func (m *Semaphore) findOwn(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%w: the create of a semaphore node was not applied", ErrUnknownOutcome)
 }
 
-// remove deletes node in the background, bounded by DialTimeout.
-func (m *Semaphore) remove(node string) {
+// remove deletes node now while ctx lives (TryAcquire leaves nothing
+// behind when it returns), else in the background, bounded by
+// DialTimeout.
+func (m *Semaphore) remove(ctx context.Context, node string) {
+	if ctx.Err() == nil {
+		if err := m.c.Delete(ctx, node); err == nil || errors.Is(err, ErrNoNode) {
+			unclaim(m, node)
+			return
+		}
+	}
 	m.c.goFunc(func() {
 		ctx, cancel := context.WithTimeout(m.c.ctx, m.c.cfg.DialTimeout)
 		defer cancel()
