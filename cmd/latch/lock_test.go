@@ -176,6 +176,12 @@ func TestLockCommand(t *testing.T) {
 		if code != 1 || out != "" || !strings.Contains(errOut, "deadline") {
 			t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
 		}
+		// latch locks shows the holder, and nothing of the timed-out wait.
+		code, out, _ = lc.cli("locks", "/busy")
+		want := fmt.Sprintf("%s exclusive held session=%d rev=%d token=%d\n", m.Node(), c.Session().ID(), m.Revision(), m.Token())
+		if code != 0 || out != want {
+			t.Fatalf("latch locks: exit %d %q, want %q", code, out, want)
+		}
 	})
 }
 
