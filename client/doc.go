@@ -83,6 +83,27 @@
 // consumer that stops reading stalls only its own watch. The context given
 // to Watch bounds the watch's life, as in etcd.
 //
+// # Locks and recipes
+//
+// Locks are the server's (DESIGN.md, Locks): fair, hierarchical, shared or
+// exclusive, with fencing tokens. The recipes hold them for a Session:
+//
+//	m := client.NewMutex(sess, "/jobs/nightly", client.WithLockDelay(2*time.Second))
+//	if err := m.Lock(ctx); err != nil { ... }  // ctx bounds the wait
+//	defer m.Unlock(ctx)
+//	store.Write(m.Sequencer(), ...)            // or m.Token(); stop on <-m.Lost()
+//
+// RWMutex adds shared holds, TryLock fails fast with ErrLocked, Election
+// (Campaign, Proclaim, Leader, Observe, Resign, Term) is an exclusive lock
+// whose request node holds the leader's value, Semaphore and Barrier are
+// built on the namespace alone, and Client.CheckSequencer and
+// Client.LockQueue read the lock state. A held lock's stream stays open,
+// so Lost() closes as soon as the server takes the lock away or the
+// session ends; after a failover the client re-attaches to its request
+// (waiting or held) and keeps its place in the queue. A grant arriving
+// after the session's LeaseEnd is refused with ErrLockLost. See mutex.go
+// for the protocol.
+//
 // # Decisions not in DESIGN.md
 //
 //   - Delete with Recursive is done by the client, child by child, like

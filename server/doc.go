@@ -56,6 +56,18 @@
 //     collectors); raft's go-metrics reach it through one process-wide sink
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
+//   - Locks (lock.go): a MsgLock stream is woken only by its own grant
+//     (waiters keyed by request node, fed by the apply observer); it stays
+//     open while the lock is held and reports its loss. A stream the
+//     client resets on a live connection withdraws the request (or
+//     releases the lock); a lost connection leaves it for the client to
+//     re-attach with MsgLock{Node}. The ready leader proposes OpNoop ticks
+//     when the namespace's NextTimer is due, so hold TTLs and lock-delays
+//     end through the log. Lock-delay default and cap are
+//     Limits.DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//   - An entry that does not decode is applied as an OpNoop; its grants
+//     and events reach the observers, and its proposer gets the decode
+//     error.
 //
 // # Testing
 //

@@ -63,7 +63,10 @@
 // namespace) tells the client that events were lost (history gone, or it
 // fell behind its buffer) and it must re-read from Rev. Lock streams: a
 // LockQueued frame with Node and Rev, then LockGranted with Token, or an
-// error frame. A frame with a non-zero Code always ends a stream.
+// error frame; after the grant the stream stays open and ends with an
+// ErrNotHeld frame when the lock goes away. A client re-attaches to its
+// request after a reconnection with MsgLock{Node}. A frame with a non-zero
+// Code always ends a stream.
 //
 // # Errors
 //
