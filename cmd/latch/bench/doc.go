@@ -22,13 +22,14 @@
 //     acquire latency includes the wait in the queue, fairness is the
 //     most grants one client got over the fewest.
 //   - sessions: Sessions sessions (TTL Client.SessionTTL) opened
-//     Concurrency at a time over Conns connections; open rate; then, after
-//     a settle of TTL/3, the leader's CPU over Window (from
-//     process_cpu_seconds_total, in % of one core) and its resident memory
-//     per session ((RSS at the end of the window − RSS before the first
-//     open) / Sessions, from process_resident_memory_bytes), plus the same
-//     for the live heap as of the leader's last GC (estimated from its GC
-//     goal, go_memstats_next_gc_bytes) and this process's own CPU.
+//     Concurrency at a time over Conns connections; open rate. Then, after
+//     a settle of TTL/3, the leader's CPU over Window in % of one core
+//     (process_cpu_seconds_total), next to a baseline taken over Window/5
+//     before the first open; its resident memory per session ((RSS at the
+//     end of the window − RSS before the first open) / Sessions, from
+//     process_resident_memory_bytes); the same for the live heap as of the
+//     leader's last GC (estimated from its GC goal,
+//     go_memstats_next_gc_bytes); and this process's own CPU.
 //
 // # Decisions
 //

@@ -68,8 +68,10 @@ type SessionLoad struct {
 	Leader      string `json:"leader"`
 	LeaderAdmin string `json:"leader_admin"`
 	// LeaderCPUPercent is the leader process's CPU over the window, in
-	// percent of one core.
-	LeaderCPUPercent float64 `json:"leader_cpu_percent"`
+	// percent of one core; LeaderIdleCPUPercent the same over Window/5
+	// before the first open (raft heartbeats, tickers: the baseline).
+	LeaderCPUPercent     float64 `json:"leader_cpu_percent"`
+	LeaderIdleCPUPercent float64 `json:"leader_idle_cpu_percent"`
 	// RSSBefore is the leader's resident memory before the sessions were
 	// opened, RSSHeld at the end of the window; RSSPerSession is the
 	// difference over Sessions (bytes; may be negative when the runtime
@@ -137,7 +139,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("session TTL", "%s", dur(s.TTL))
 		row("settle, window", "%s, %s", dur(s.Settle), dur(s.Window))
 		row("leader", "%s (admin %s)", s.Leader, s.LeaderAdmin)
-		row("leader CPU", "%.1f%% of one core", s.LeaderCPUPercent)
+		row("leader CPU", "%.1f%% of one core (%.1f%% before the sessions)", s.LeaderCPUPercent, s.LeaderIdleCPUPercent)
 		row("leader RSS", "%s before, %s held: %s per session", bytes(float64(s.RSSBefore)), bytes(float64(s.RSSHeld)), bytes(s.RSSPerSession))
 		if s.LiveHeapPerSession != nil {
 			row("leader live heap", "%s per session (from the GC goal)", bytes(*s.LiveHeapPerSession))

@@ -74,7 +74,7 @@ grants/client  min 0, max 5, fairness (max/min) unbounded (a client got no grant
 			Scenario: ScenarioSessions, Ops: 5000, Concurrency: 64, Conns: 1, Elapsed: Millis(ms(2500)), OpsPerSec: 2000,
 			Sessions: &SessionLoad{
 				Sessions: 5000, TTL: Millis(ms(10000)), OpenRate: 2000, Settle: Millis(ms(3333)), Window: Millis(ms(30000)),
-				Leader: "n1", LeaderAdmin: "127.0.0.1:7422", LeaderCPUPercent: 4.25,
+				Leader: "n1", LeaderAdmin: "127.0.0.1:7422", LeaderCPUPercent: 4.25, LeaderIdleCPUPercent: 3,
 				RSSBefore: 40 << 20, RSSHeld: 60 << 20, RSSPerSession: 4194.3, LiveHeapPerSession: fptr(3000),
 				BenchCPUPercent: 12.5, CloseRate: 4000,
 			},
@@ -86,7 +86,7 @@ open rate         2000.0 sessions/s
 session TTL       10s
 settle, window    3.333s, 30s
 leader            n1 (admin 127.0.0.1:7422)
-leader CPU        4.2% of one core
+leader CPU        4.2% of one core (3.0% before the sessions)
 leader RSS        40.0 MiB before, 60.0 MiB held: 4.1 KiB per session
 leader live heap  2.9 KiB per session (from the GC goal)
 bench CPU         12.5% of one core

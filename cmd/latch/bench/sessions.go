@@ -22,10 +22,11 @@ import (
 // once: raft commits them in shared batches, as it would for that many
 // clients starting together.
 //
-// Measured: the leader's resident memory before any bench session exists
-// (the control connection's session does) and at the end of the window;
-// its CPU time over the window, which starts TTL/3 after the last open
-// so that every session has renewed once and the open burst is over.
+// Measured: the leader's CPU over Window/5 and its resident memory
+// before any bench session exists (the control connection's session
+// does); its CPU over the window, which starts TTL/3 after the last open
+// so that every session has renewed once and the open burst is over; its
+// resident memory at the end of the window.
 func (r *runner) sessions(rep *Report) error {
 	cfg := r.cfg
 	admin, leaderID := cfg.Admin, ""
@@ -55,11 +56,11 @@ func (r *runner) sessions(rep *Report) error {
 	if st0.State != "Leader" || (leaderID != "" && st0.ID != leaderID) {
 		return fmt.Errorf("%w: %s is %s %s, not the leader", ErrLeaderChanged, admin, st0.State, st0.ID)
 	}
-	before, err := sc.sample(ctx)
+	idle, before, err := r.idleCPU(sc)
 	if err != nil {
 		return err
 	}
-	r.logf("leader %s (admin %s): RSS %s before opening %d sessions", st0.ID, admin, bytes(before.rss), cfg.Sessions)
+	r.logf("leader %s (admin %s): RSS %s, CPU %.1f%% before opening %d sessions", st0.ID, admin, bytes(before.rss), idle, cfg.Sessions)
 
 	h := &held{r: r, sessions: make([]*client.Session, cfg.Sessions)}
 	defer h.closeClients()
@@ -68,7 +69,7 @@ func (r *runner) sessions(rep *Report) error {
 		return err
 	}
 	finish(rep, opened, openTime, OpLatency{Op: "open", Latency: Summarize(openLat)})
-	load := &SessionLoad{Sessions: opened, OpenRate: rep.OpsPerSec, Leader: st0.ID, LeaderAdmin: admin}
+	load := &SessionLoad{Sessions: opened, OpenRate: rep.OpsPerSec, Leader: st0.ID, LeaderAdmin: admin, LeaderIdleCPUPercent: idle}
 	if opened > 0 {
 		load.TTL = Millis(h.sessions[0].TTL())
 	}
@@ -82,6 +83,27 @@ func (r *runner) sessions(rep *Report) error {
 	}
 	load.CloseRate = rate(h.closeSessions())
 	return nil
+}
+
+// idleCPU measures the leader's CPU over Window/5 before any bench
+// session exists (the baseline its CPU with sessions compares to) and
+// returns it with the last sample.
+func (r *runner) idleCPU(sc *scraper) (float64, sample, error) {
+	ctx, cancel := r.opCtx()
+	s0, err := sc.sample(ctx)
+	cancel()
+	if err != nil {
+		return 0, s0, err
+	}
+	start := time.Now()
+	sleep(r.mctx, r.cfg.Window/5)
+	ctx, cancel = r.opCtx()
+	defer cancel()
+	s1, err := sc.sample(ctx)
+	if err != nil {
+		return 0, s1, err
+	}
+	return 100 * (s1.cpuSeconds - s0.cpuSeconds) / time.Since(start).Seconds(), s1, nil
 }
 
 // measure settles, then samples the leader and this process over the
