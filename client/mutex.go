@@ -506,6 +506,17 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 		}
 		c.drop(l, "", err)
 		return false, nil
+	case errors.Is(err, ErrUnknownOutcome):
+		// The leader lost leadership while committing the request.
+		if a.node == "" {
+			a.unknown = true
+		}
+		*idle++
+		if !c.sleep(ctx, *idle) {
+			a.abandon(nil)
+			return true, a.wrap(ctx, err)
+		}
+		return false, nil
 	}
 	retry, err := c.onError(ctx, l, h.s, req, err, hops, idle)
 	if !retry {
