@@ -70,6 +70,9 @@ func TestLockFailover(t *testing.T) {
 	if !errors.Is(m2.Err(), ErrLockLost) {
 		t.Fatalf("Err = %v", m2.Err())
 	}
+	if err := m2.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock of a lost lock = %v, want ErrLockLost", err)
+	}
 	if err := holder.Session().Err(); err != nil {
 		t.Fatalf("holder's session: %v", err)
 	}

@@ -342,12 +342,21 @@ func TestLocks(t *testing.T) {
 		if d := time.Since(start); d < 600*time.Millisecond {
 			t.Fatalf("lost after %v", d)
 		}
-		if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
-			t.Fatalf("Unlock of a lost lock = %v, want ErrLockLost", err)
-		}
-		// Not held by anyone now, and no lock-delay.
-		if err := NewMutex(c2.Session(), "/ttl").TryLock(ctx); err != nil {
+		// Locking again after the loss works (no ErrWouldDeadlock from the
+		// lost hold), and there was no lock-delay.
+		if err := m.TryLock(ctx); err != nil {
 			t.Fatal(err)
+		}
+		select {
+		case <-m.Lost():
+			t.Fatal("the new hold reports the old loss")
+		default:
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Unlock of an unlocked Mutex = %v", err)
 		}
 	})
 }

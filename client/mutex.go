@@ -130,7 +130,8 @@ func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
 }
 
 // Lock blocks until the lock is granted, ctx ends (the request is
-// withdrawn and ctx's error returned) or the session ends. Errors:
+// withdrawn and ctx's error returned) or the session ends. Locking again
+// after Lost closed first lets go of the lost lock. Errors:
 // ErrWouldDeadlock (the session holds or waits for a conflicting lock),
 // ErrLockLost (granted too late to be trusted; the lock was released),
 // ErrSessionExpired, ErrBadPath, ErrEphemeralParent.
@@ -327,6 +328,14 @@ func (h *lockHandle) end() {
 func (h *lockHandle) acquire(ctx context.Context, try bool) error {
 	if err := h.o.check(); err != nil {
 		return err
+	}
+	h.mu.Lock()
+	stale := h.cur != nil && h.cur.lostErr() != nil
+	h.mu.Unlock()
+	if stale {
+		// Lock again after a loss: let go of the lost hold first (release
+		// tells the server, in case only our watch of it failed).
+		_ = h.release(ctx)
 	}
 	if err := h.begin(true); err != nil {
 		return err
