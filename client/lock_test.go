@@ -181,6 +181,30 @@ func TestLocks(t *testing.T) {
 		t.Logf("%d of 20 waiters got the lock before their deadline", granted)
 	})
 
+	t.Run("GrantAfterLeaseEndIsRefused", func(t *testing.T) {
+		// A grant that arrives when the session's proven lease has run
+		// out may belong to a dead session: Lock refuses it and releases.
+		ctx := testCtx(t)
+		m1 := NewMutex(c1.Session(), "/late")
+		if err := m1.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m2 := NewMutex(c2.Session(), "/late")
+		m2.h.now = func() time.Time { return c2.Session().LeaseEnd().Add(time.Millisecond) }
+		got := lockAsync(ctx, m2.Lock)
+		waitQueue(t, c3, "/late", "second waits", queueShape(true, false))
+		if err := m1.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; !errors.Is(err, ErrLockLost) {
+			t.Fatalf("late grant: %v, want ErrLockLost", err)
+		}
+		if m2.Token() != 0 {
+			t.Fatal("a refused grant is reported held")
+		}
+		waitQueue(t, c3, "/late", "the refused grant released", queueShape())
+	})
+
 	t.Run("RWMutex", func(t *testing.T) {
 		ctx := testCtx(t)
 		r1, r2 := NewRWMutex(c1.Session(), "/rw"), NewRWMutex(c2.Session(), "/rw")

@@ -211,6 +211,7 @@ type lockHandle struct {
 	path string
 	mode LockMode
 	o    lockOptions
+	now  func() time.Time // compared with the session's lease end
 
 	mu   sync.Mutex
 	busy bool  // an acquire or release runs
@@ -219,7 +220,7 @@ type lockHandle struct {
 }
 
 func newLockHandle(s *Session, path string, mode LockMode, o lockOptions) *lockHandle {
-	return &lockHandle{s: s, c: s.c, path: path, mode: mode, o: o}
+	return &lockHandle{s: s, c: s.c, path: path, mode: mode, o: o, now: time.Now}
 }
 
 // hold is one granted lock.
@@ -401,8 +402,11 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 		}
 		req.Node = a.node
 		hd, err := a.attempt(ctx, l, &req)
-		if err == nil {
+		switch {
+		case err == nil:
 			return hd, nil
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
+			return nil, err // the grant was refused (and released) or the client closed
 		}
 		var done bool
 		if done, err = a.failed(ctx, l, &req, err, &hops, &idle); done {
@@ -443,7 +447,7 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 				scancel()
 				return nil, ctx.Err()
 			}
-			if end := h.s.LeaseEnd(); time.Now().After(end) {
+			if end := h.s.LeaseEnd(); h.now().After(end) {
 				sr.Close()
 				scancel()
 				h.releaseLater(resp.Node)
