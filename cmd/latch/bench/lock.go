@@ -29,7 +29,7 @@ func (r *runner) openSessions(p *pool, n, parallel int) ([]*client.Session, erro
 		})
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return out, firstError(errs)
 }
 
 // lock takes and releases a free lock Ops times. Each goroutine has its
@@ -140,7 +140,7 @@ func (r *runner) contended(rep *Report) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return err
 	}
 	var total int

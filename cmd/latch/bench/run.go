@@ -156,7 +156,7 @@ func (r *runner) deleteTree(ctx context.Context, p string) error {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return err
 	}
 	return r.ctl.Delete(ctx, p)
@@ -217,7 +217,7 @@ func (r *runner) dialPool(n, parallel int) (*pool, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		p.close(parallel)
 		return nil, err
 	}
@@ -241,4 +241,25 @@ func (p *pool) close(parallel int) {
 		})
 	}
 	wg.Wait()
+}
+
+// firstError returns the first non-nil error of errs, saying how many
+// more there were: when thousands of opens fail for one reason, one line
+// names it.
+func firstError(errs []error) error {
+	var first error
+	n := 0
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		n++
+	}
+	if n > 1 {
+		return fmt.Errorf("%w (and %d more failures)", first, n-1)
+	}
+	return first
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -238,7 +237,7 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 			ok = append(ok, lat[i])
 		}
 	}
-	return int(opened.Load()), elapsed, ok, errors.Join(errs...)
+	return int(opened.Load()), elapsed, ok, firstError(errs)
 }
 
 // lost counts sessions that ended while held.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -100,6 +101,31 @@ func TestMillis(t *testing.T) {
 		}
 		if Millis(tc.d).String() != tc.text || string(b) != tc.json {
 			t.Errorf("%v: %q %s, want %q %s", tc.d, Millis(tc.d).String(), b, tc.text, tc.json)
+		}
+	}
+}
+
+func TestFirstError(t *testing.T) {
+	a, b := errors.New("a"), errors.New("b")
+	for _, tc := range []struct {
+		errs []error
+		want string
+	}{
+		{nil, ""},
+		{[]error{nil, nil}, ""},
+		{[]error{nil, a}, "a"},
+		{[]error{nil, a, nil, b, b}, "a (and 2 more failures)"},
+	} {
+		err := firstError(tc.errs)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("firstError(%v) = %q, want %q", tc.errs, got, tc.want)
+		}
+		if len(tc.want) > 0 && !errors.Is(err, a) {
+			t.Errorf("firstError(%v) does not wrap the first error", tc.errs)
 		}
 	}
 }
