@@ -171,8 +171,8 @@ func TestScenariosOnRealCluster(t *testing.T) {
 	t.Run("sessions-admin-not-leader", func(t *testing.T) {
 		follower := cl.Nodes[(leader+1)%3]
 		_, err := Run(ctx, Config{Scenario: ScenarioSessions, Client: ccfg, Sessions: 5, Admin: follower.HTTPAddr})
-		if !errors.Is(err, ErrLeaderChanged) {
-			t.Errorf("admin of a follower: %v, want ErrLeaderChanged", err)
+		if !errors.Is(err, ErrAdminNotLeader) {
+			t.Errorf("admin of a follower: %v, want ErrAdminNotLeader", err)
 		}
 	})
 	t.Run("max-time-truncates", func(t *testing.T) {

@@ -59,8 +59,9 @@
 //   - The leader measured by sessions is the member the member list marks
 //     leader (its HTTP address; an unspecified host is replaced by the
 //     host of its client address) or Admin. Its /v1/status must say
-//     Leader before and after the window, with the same id and term, else
-//     ErrLeaderChanged: the figures would mix two processes. Sessions that
+//     Leader before the first open (else ErrAdminNotLeader) and after the
+//     window, with the same id and term (else ErrLeaderChanged: the
+//     figures would mix two processes). Sessions that
 //     ended while held fail the run with ErrSessionsLost.
 //   - Loopback only unless AllowRemote: a benchmark loads the cluster it
 //     runs against, so aiming it at a shared one takes a deliberate flag.

@@ -12,6 +12,10 @@ var (
 	// ErrNoAdmin: the leader's admin HTTP address is unknown (members
 	// report none); give it with Config.Admin (--admin).
 	ErrNoAdmin = errors.New("latch: bench: leader admin address unknown")
+	// ErrAdminNotLeader: the admin address the sessions scenario would
+	// measure (Config.Admin, or the one the member list gives) is not the
+	// leader's.
+	ErrAdminNotLeader = errors.New("latch: bench: admin address is not the leader's")
 	// ErrMetrics: the leader's /metrics could not be read or lacks a
 	// series the sessions scenario needs.
 	ErrMetrics = errors.New("latch: bench: leader metrics")

@@ -53,7 +53,7 @@ func (r *runner) sessions(rep *Report) error {
 		return err
 	}
 	if st0.State != "Leader" || (leaderID != "" && st0.ID != leaderID) {
-		return fmt.Errorf("%w: %s is %s %s, not the leader", ErrLeaderChanged, admin, st0.State, st0.ID)
+		return fmt.Errorf("%w: %s is %s %s", ErrAdminNotLeader, admin, st0.State, st0.ID)
 	}
 	idle, before, err := r.idleCPU(sc)
 	if err != nil {
