@@ -54,6 +54,7 @@ type options struct {
 	logLevel, logFormat               string
 	faultInjection                    bool
 	tlsCert, tlsKey, tlsClientCA      string
+	lockDelay, maxLockDelay           time.Duration
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -79,6 +80,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client listener certificate (PEM); required unless --dev, which makes a dev PKI in <data-dir>/tls")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
+	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,
+		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise (same on every member)")
+	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
+		"the longest lock-delay a request may ask for (same on every member)")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so `latch chaos` can cut raft traffic (tests only: never in production)")
 }
 
@@ -177,6 +182,8 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout/2)
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection
+	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
+	cfg.Limits.MaxLockDelayMillis = o.maxLockDelay.Milliseconds()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
