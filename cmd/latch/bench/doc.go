@@ -60,8 +60,9 @@
 //     leader (its HTTP address; an unspecified host is replaced by the
 //     host of its client address) or Admin. Its /v1/status must say
 //     Leader before the first open (else ErrAdminNotLeader) and after the
-//     window, with the same id and term (else ErrLeaderChanged: the
-//     figures would mix two processes). Sessions that
+//     window, with the same id (else ErrLeaderChanged: the figures would
+//     mix two processes); a re-election of the same member in between is
+//     a note in the report. Sessions that
 //     ended while held fail the run with ErrSessionsLost.
 //   - Loopback only unless AllowRemote: a benchmark loads the cluster it
 //     runs against, so aiming it at a shared one takes a deliberate flag.

@@ -76,7 +76,7 @@ func (r *runner) sessions(rep *Report) error {
 	r.logf("opened %d sessions in %v", opened, openTime.Round(time.Millisecond))
 
 	if opened == cfg.Sessions {
-		if err := r.measure(sc, h, load, before, st0); err != nil {
+		if err := r.measure(rep, sc, h, before, st0); err != nil {
 			return err
 		}
 	}
@@ -107,7 +107,8 @@ func (r *runner) idleCPU(sc *scraper) (float64, sample, error) {
 
 // measure settles, then samples the leader and this process over the
 // window.
-func (r *runner) measure(sc *scraper, h *held, load *SessionLoad, before sample, st0 adminStatus) error {
+func (r *runner) measure(rep *Report, sc *scraper, h *held, before sample, st0 adminStatus) error {
+	load := rep.Sessions
 	settle := time.Duration(load.TTL) / 3
 	load.Settle = Millis(settle)
 	if !sleep(r.mctx, settle) {
@@ -133,8 +134,14 @@ func (r *runner) measure(sc *scraper, h *held, load *SessionLoad, before sample,
 	if err != nil {
 		return err
 	}
-	if st1.State != "Leader" || st1.ID != st0.ID || st1.Term != st0.Term {
+	// The admin address names one process: while it is the leader again
+	// at the end, its CPU and memory figures are its own, even across a
+	// re-election.
+	if st1.State != "Leader" || st1.ID != st0.ID {
 		return fmt.Errorf("%w: %s term %d, then %s %s term %d", ErrLeaderChanged, st0.ID, st0.Term, st1.State, st1.ID, st1.Term)
+	}
+	if st1.Term != st0.Term {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s was re-elected during the measurement (term %d to %d): a heartbeat was missed, and its figures include the election", st0.ID, st0.Term, st1.Term))
 	}
 	load.Window = Millis(window)
 	load.LeaderCPUPercent = 100 * (s2.cpuSeconds - s1.cpuSeconds) / window.Seconds()
@@ -209,7 +216,9 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 				err := openOne(i)
 				lat[i] = time.Since(t0)
 				if err != nil {
-					if h.r.mctx.Err() == nil {
+					// Opens cut short by the first failure's cancel, or by
+					// the measured phase's end, are not failures of their own.
+					if ctx.Err() == nil {
 						errs[i] = fmt.Errorf("session %d: %w", i, err)
 						cancel()
 					}
