@@ -1,5 +1,7 @@
 // Command latch is the command-line client of a latch cluster: namespace
-// operations, watches, sessions, members and status.
+// operations, watches, sessions, members and status; locks (lock, locks)
+// and elections (elect); benchmarks against a running cluster (bench); and
+// the chaos runner that proves a cluster safe under faults (chaos).
 //
 //	latch create /demo hello && latch get /demo
 //	latch watch --recursive /demo
