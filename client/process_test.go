@@ -148,6 +148,14 @@ func TestKilledClientSessionExpires(t *testing.T) {
 		t.Fatalf("child's ephemeral: %+v %v", st, err)
 	}
 
+	leaderTerm := func() uint64 {
+		st, err := tc.Server(tc.WaitLeader()).Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Term
+	}
+	termBefore := leaderTerm()
 	killed := time.Now()
 	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -157,7 +165,12 @@ func TestKilledClientSessionExpires(t *testing.T) {
 	if ev.Type != EventDeleted || ev.Path != "/killed" || ev.Session != id {
 		t.Fatalf("event %+v, want deleted /killed of session %d", ev, id)
 	}
-	if limit := ttl + ttl/3; took > limit {
+	// The bound holds while one leader keeps the lease table. A leader
+	// change meanwhile (a loaded machine can cause one) rightly grants
+	// every session a fresh TTL, so only the expiry itself is required then.
+	if termAfter := leaderTerm(); termAfter != termBefore {
+		t.Logf("leader changed (term %d -> %d) while waiting: expiry after %v, bound not applied", termBefore, termAfter, took)
+	} else if limit := ttl + ttl/3; took > limit {
 		t.Fatalf("session expired %v after the kill, want within TTL + heartbeat = %v", took, limit)
 	}
 	list, err := c.Sessions(ctx)
