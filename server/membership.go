@@ -174,6 +174,8 @@ func (s *Server) AddMember(ctx context.Context, id, raftAddr, clientAddr, httpAd
 }
 
 func (s *Server) addMember(ctx context.Context, req joinRequest) error {
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
 	if req.ID == "" {
 		return fmt.Errorf("%w: member id required", ErrBadRequest)
 	}
@@ -230,6 +232,8 @@ func (s *Server) recordMember(ctx context.Context, want namespace.Member) error 
 // RemoveMember removes id from the raft configuration and forgets its
 // metadata. Leader only. Removing the leader itself makes it step down.
 func (s *Server) RemoveMember(ctx context.Context, id string) error {
+	s.membershipMu.Lock()
+	defer s.membershipMu.Unlock()
 	if id == "" {
 		return fmt.Errorf("%w: member id required", ErrBadRequest)
 	}

@@ -24,6 +24,12 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	// membershipMu serializes joins and removals on the leader: each checks
+	// the raft configuration and then changes it and the member metadata,
+	// so an address refresh must not interleave with a removal and bring
+	// the removed member's metadata back.
+	membershipMu sync.Mutex
+
 	store     *namespace.Store
 	raftStore *raftstore.Store
 	logs      raft.LogStore // raftStore behind a cache
