@@ -15,8 +15,6 @@ import (
 // These tests run real latchd processes (server/proc) and SIGKILL them, so
 // durability rests on what reached disk, not on an in-process Stop.
 
-var fastRaft = []string{"--heartbeat-timeout", "300ms", "--election-timeout", "300ms"}
-
 func dialProcCluster(t *testing.T, c *proc.Cluster, ttl time.Duration) *Client {
 	t.Helper()
 	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
@@ -47,13 +45,11 @@ func TestLeaderSIGKILLMidWriteLosesNoAcknowledgedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes")
 	}
-	c := proc.StartCluster(t, 3, fastRaft...)
+	c := proc.StartCluster(t, 3)
 	leader := c.WaitLeader(t)
 	cl := dialProcCluster(t, c, 5*time.Second)
 	ctx := context.Background()
-	if _, err := cl.Create(ctx, "/crash", nil); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, cl, "/crash")
 
 	var (
 		mu    sync.Mutex
@@ -160,14 +156,12 @@ func TestSessionsSurviveLeaderSIGKILL(t *testing.T) {
 	}
 	const n = 1000
 	ttl := 3 * time.Second
-	c := proc.StartCluster(t, 3, fastRaft...)
+	c := proc.StartCluster(t, 3)
 	leader := c.WaitLeader(t)
 	cl := dialProcCluster(t, c, ttl)
 	watcher := dialProcCluster(t, c, ttl)
 	ctx := context.Background()
-	if _, err := cl.Create(ctx, "/eph", nil); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, cl, "/eph")
 	w, err := watcher.Watch(ctx, "/eph", Recursive())
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +195,7 @@ func TestSessionsSurviveLeaderSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("session %d: %v", i, err)
 		}
-		if _, err := s.Create(ctx, fmt.Sprintf("/eph/s%d", i), nil, Ephemeral()); err != nil {
+		if err := createSure(ctx, s, fmt.Sprintf("/eph/s%d", i)); err != nil {
 			t.Fatal(err)
 		}
 		sessions[i] = s
@@ -248,4 +242,37 @@ func TestSessionsSurviveLeaderSIGKILL(t *testing.T) {
 	}
 	w.Close()
 	<-drained
+}
+
+// createSure creates an ephemeral node on s, resolving an unknown outcome
+// (a leader change on a loaded machine during set-up) by reading it back.
+func createSure(ctx context.Context, s *Session, p string) error {
+	for {
+		_, err := s.Create(ctx, p, nil, Ephemeral())
+		if err == nil || !errors.Is(err, ErrUnknownOutcome) {
+			return err
+		}
+		st, err := s.Client().Stat(ctx, p)
+		if err == nil && st.EphemeralOwner == s.ID() {
+			return nil
+		}
+		if err != nil && !errors.Is(err, ErrNoNode) {
+			return err
+		}
+	}
+}
+
+// mkdir creates a persistent node, resolving an unknown outcome by reading.
+func mkdir(t *testing.T, c *Client, p string) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		_, err := c.Create(ctx, p, nil)
+		if err == nil || errors.Is(err, ErrNodeExists) {
+			return
+		}
+		if !errors.Is(err, ErrUnknownOutcome) {
+			t.Fatal(err)
+		}
+	}
 }
