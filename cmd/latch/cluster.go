@@ -19,13 +19,7 @@ func init() {
 		summary: "list the cluster's sessions",
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
-			return func(ctx context.Context, e *env, _ []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
 				list, err := c.Sessions(ctx)
 				if err != nil {
 					return err
@@ -63,7 +57,7 @@ func init() {
 					}
 					tw.Flush()
 				})
-			}
+			})
 		},
 	})
 
@@ -73,13 +67,7 @@ func init() {
 		summary: "list the cluster's members",
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
-			return func(ctx context.Context, e *env, _ []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
 				members, err := c.Members(ctx)
 				if err != nil {
 					return err
@@ -92,7 +80,7 @@ func init() {
 					}
 					tw.Flush()
 				})
-			}
+			})
 		},
 	})
 
@@ -104,13 +92,7 @@ func init() {
 one that does not answer within --timeout is reported unreachable.`,
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
-			return func(ctx context.Context, e *env, _ []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
 				leader, leaderAddr, err := c.Status(ctx)
 				if err != nil {
 					return err
@@ -145,7 +127,7 @@ one that does not answer within --timeout is reported unreachable.`,
 					}
 					tw.Flush()
 				})
-			}
+			})
 		},
 	})
 }

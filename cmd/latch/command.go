@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/latch-io/latch/client"
 )
 
 // A command is one subcommand of latch. Each lives in its own file and
@@ -118,4 +120,18 @@ func printFlag(b *strings.Builder, f *flag.Flag) {
 		fmt.Fprintf(b, " (default %q)", f.DefValue)
 	}
 	b.WriteByte('\n')
+}
+
+// connected makes the runFunc of a command that talks to the cluster: the
+// command is bounded by --timeout and gets the invocation's client.
+func connected(run func(ctx context.Context, e *env, c *client.Client, args []string) error) runFunc {
+	return func(ctx context.Context, e *env, args []string) error {
+		ctx, cancel := e.withTimeout(ctx)
+		defer cancel()
+		c, err := e.client(ctx)
+		if err != nil {
+			return err
+		}
+		return run(ctx, e, c, args)
+	}
 }

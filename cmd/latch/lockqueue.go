@@ -22,13 +22,7 @@ are listed by running latch locks on those paths.`,
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			stale := fs.Bool("stale", false, "read from the connected member without confirming leadership")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				var opts []client.ReadOption
 				if *stale {
 					opts = append(opts, client.Stale())
@@ -57,7 +51,7 @@ are listed by running latch locks on those paths.`,
 						fmt.Fprintln(w)
 					}
 				})
-			}
+			})
 		},
 	})
 }

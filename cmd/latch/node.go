@@ -21,13 +21,7 @@ last path component; the path printed is the one created.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			ephemeral := fs.Bool("ephemeral", false, "delete the node when this command's session ends")
 			sequential := fs.Bool("sequential", false, "append the parent's sequence number (%010d) to the name")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				var opts []client.CreateOption
 				if *ephemeral {
 					opts = append(opts, client.Ephemeral())
@@ -40,7 +34,7 @@ last path component; the path printed is the one created.`,
 					return err
 				}
 				return e.emit(map[string]string{"path": p}, func(w io.Writer) { fmt.Fprintln(w, p) })
-			}
+			})
 		},
 	})
 
@@ -51,13 +45,7 @@ last path component; the path printed is the one created.`,
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				data, st, err := c.Get(ctx, args[0], readOpts(*stale)...)
 				if err != nil {
 					return err
@@ -73,7 +61,7 @@ last path component; the path printed is the one created.`,
 						fmt.Fprintln(w)
 					}
 				})
-			}
+			})
 		},
 	})
 
@@ -84,13 +72,7 @@ last path component; the path printed is the one created.`,
 		minArgs: 2, maxArgs: 2,
 		setup: func(fs *flag.FlagSet) runFunc {
 			version := fs.Int64("version", -1, "fail unless the node's version is N (-1: any)")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				st, err := c.Set(ctx, args[0], []byte(args[1]), client.WithVersion(*version))
 				if err != nil {
 					return err
@@ -98,7 +80,7 @@ last path component; the path printed is the one created.`,
 				return e.emit(map[string]any{"path": args[0], "stat": toJSONStat(st)}, func(w io.Writer) {
 					fmt.Fprintf(w, "%s version %d\n", args[0], st.Version)
 				})
-			}
+			})
 		},
 	})
 
@@ -111,13 +93,7 @@ last path component; the path printed is the one created.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			version := fs.Int64("version", -1, "fail unless the node's version is N (-1: any)")
 			recursive := fs.Bool("r", false, "delete the whole subtree")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				opts := []client.DeleteOption{client.WithVersion(*version)}
 				if *recursive {
 					opts = append(opts, client.Recursive())
@@ -126,7 +102,7 @@ last path component; the path printed is the one created.`,
 					return err
 				}
 				return e.emit(map[string]string{"deleted": args[0]}, func(io.Writer) {})
-			}
+			})
 		},
 	})
 
@@ -137,13 +113,7 @@ last path component; the path printed is the one created.`,
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				var opts []client.ChildrenOption
 				if *stale {
 					opts = append(opts, client.Stale())
@@ -160,7 +130,7 @@ last path component; the path printed is the one created.`,
 						fmt.Fprintln(w, n)
 					}
 				})
-			}
+			})
 		},
 	})
 
@@ -171,19 +141,13 @@ last path component; the path printed is the one created.`,
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
-			return func(ctx context.Context, e *env, args []string) error {
-				ctx, cancel := e.withTimeout(ctx)
-				defer cancel()
-				c, err := e.client(ctx)
-				if err != nil {
-					return err
-				}
+			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				st, err := c.Stat(ctx, args[0], readOpts(*stale)...)
 				if err != nil {
 					return err
 				}
 				return e.emit(map[string]any{"path": args[0], "stat": toJSONStat(st)}, func(w io.Writer) { printStat(w, st) })
-			}
+			})
 		},
 	})
 }
