@@ -213,20 +213,16 @@ func (l *lockService) waiterCount() int {
 	return n
 }
 
-// lockWireError gives the namespace's lock errors their wire identity
-// (session.ErrWouldDeadlock, session.ErrNotHeld) and keeps the
-// namespace's message, which names the request.
+// lockWireError gives the namespace's "no such held lock" errors their
+// one wire identity, session.ErrNotHeld, and keeps the namespace's
+// message, which names the request. (ErrWouldDeadlock needs no mapping:
+// session's is the namespace's.)
 func lockWireError(err error) error {
-	var sentinel error
 	switch {
-	case errors.Is(err, namespace.ErrWouldDeadlock):
-		sentinel = session.ErrWouldDeadlock
 	case errors.Is(err, namespace.ErrNoLock), errors.Is(err, namespace.ErrNotLockOwner), errors.Is(err, namespace.ErrLockNotHeld):
-		sentinel = session.ErrNotHeld
-	default:
-		return err
+		return &lockError{sentinel: session.ErrNotHeld, msg: err.Error()}
 	}
-	return &lockError{sentinel: sentinel, msg: err.Error()}
+	return err
 }
 
 // lockError is an error with the message of one error and the identity

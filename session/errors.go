@@ -36,8 +36,9 @@ var (
 	// leader lost leadership while committing it, or the connection broke):
 	// it may or may not have been applied. Read the state to find out.
 	ErrUnknownOutcome = errors.New("latch: write outcome unknown: it may or may not have been applied")
-	ErrWouldDeadlock  = errors.New("latch: lock would deadlock with a lock this session holds")
-	ErrNotHeld        = errors.New("latch: lock not held")
+	// ErrWouldDeadlock is decided by the state machine; one identity end to end.
+	ErrWouldDeadlock = namespace.ErrWouldDeadlock
+	ErrNotHeld       = errors.New("latch: lock not held")
 	// ErrLocked: a try-lock found the lock held or queued for.
 	ErrLocked       = errors.New("latch: lock is held by another")
 	ErrInternal     = errors.New("latch: internal error")
