@@ -145,7 +145,7 @@ func TestJoinAndRemoveOverHTTP(t *testing.T) {
 
 	cfg := servertest.Config("n4", filepath.Join(t.TempDir(), "n4"), servertest.Logger())
 	cfg.Join = "http://" + follower.HTTPAddr() // redirected to the leader
-	cfg.ClientAddr = "127.0.0.1:17420"
+	cfg.ClientAddr = "127.0.0.1:0"             // resolved in New; the published address must be the bound one
 	n4, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestJoinAndRemoveOverHTTP(t *testing.T) {
 		}
 		for _, m := range ms {
 			if m.ID == "n4" && m.Suffrage == "voter" && m.RaftAddr == n4.RaftAddr() &&
-				m.HTTPAddr == n4.HTTPAddr() && m.ClientAddr == "127.0.0.1:17420" {
+				m.HTTPAddr == n4.HTTPAddr() && m.ClientAddr == n4.ClientAddr() {
 				return nil
 			}
 		}

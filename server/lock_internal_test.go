@@ -134,11 +134,14 @@ func TestLockTicks(t *testing.T) {
 		return res
 	}
 	sess := propose(&namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 60000, Secret: []byte("0123456789abcdef")}).Session
+	// The hold TTL runs from the leader time stamped on the request, which
+	// is taken after this instant: measuring from here is a true lower bound
+	// however long the commit takes.
+	start := time.Now()
 	res := propose(&namespace.Command{Op: namespace.OpLockRequest, Path: "/ttl", Session: sess, HoldTTLMillis: 150, LockDelayMillis: 200})
 	if len(res.Grants) != 1 {
 		t.Fatalf("not granted: %+v", res)
 	}
-	start := time.Now()
 	waitCond(t, "hold TTL and lock-delay to end", func() error {
 		q, err := s.Store().LockQueue("/ttl")
 		if err != nil || len(q) > 0 {
