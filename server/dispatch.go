@@ -276,6 +276,7 @@ func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*s
 		LastIndex:    st.LastLogIndex,
 		Sessions:     int64(f.keep.sessions()),
 		Watches:      int64(f.hub.watchers()),
+		Version:      st.Build.String(),
 		Stats: map[string]string{
 			"leader_id":         st.LeaderID,
 			"ready":             fmt.Sprint(st.Ready),

@@ -12,19 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 // apiReply is the JSON body of every admin API answer that is not data.
-type apiReply struct {
-	OK       bool   `json:"ok,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Code     string `json:"code,omitempty"` // machine-readable: not_leader, no_leader, no_member, bad_request
-	LeaderID string `json:"leader_id,omitempty"`
-	// LeaderHTTP is the leader's admin address; a redirect also names it
-	// in Location.
-	LeaderHTTP string `json:"leader_http,omitempty"`
-	Index      uint64 `json:"index,omitempty"`
-}
+type apiReply = adminapi.Reply
 
 const maxAdminBody = 64 << 10
 

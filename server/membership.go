@@ -16,20 +16,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 // MemberStatus is one member as raft's configuration and the replicated
 // metadata know it.
-type MemberStatus struct {
-	ID         string `json:"id"`
-	RaftAddr   string `json:"raft_addr"`
-	ClientAddr string `json:"client_addr,omitempty"`
-	HTTPAddr   string `json:"http_addr,omitempty"`
-	// Suffrage is "voter", "nonvoter", "staging", or "" for metadata of a
-	// member no longer in the raft configuration.
-	Suffrage string `json:"suffrage"`
-	Leader   bool   `json:"leader"`
-}
+type MemberStatus = adminapi.MemberStatus
 
 // joinRequest is the body of POST /v1/join.
 type joinRequest struct {

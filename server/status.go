@@ -7,26 +7,13 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/server/adminapi"
 )
 
-// Status is a member's view of itself and the cluster.
-type Status struct {
-	ID               string         `json:"id"`
-	State            string         `json:"state"` // Follower, Candidate, Leader, Shutdown
-	Ready            bool           `json:"ready"` // leader whose term barrier committed
-	LeaderID         string         `json:"leader_id"`
-	LeaderRaftAddr   string         `json:"leader_raft_addr"`
-	Term             uint64         `json:"term"`
-	AppliedIndex     uint64         `json:"applied_index"`
-	CommitIndex      uint64         `json:"commit_index"`
-	LastLogIndex     uint64         `json:"last_log_index"`
-	SnapshotIndex    uint64         `json:"snapshot_index"`
-	SnapshotRestores uint64         `json:"snapshot_restores"` // snapshots installed since start
-	RaftAddr         string         `json:"raft_addr"`
-	ClientAddr       string         `json:"client_addr"`
-	HTTPAddr         string         `json:"http_addr"`
-	Members          []MemberStatus `json:"members"`
-}
+// Status is a member's view of itself and the cluster (adminapi.Status, the
+// document GET /v1/status serves).
+type Status = adminapi.Status
 
 // Status reports this member's raft state, indexes and the members.
 func (s *Server) Status() (Status, error) {
@@ -34,6 +21,7 @@ func (s *Server) Status() (Status, error) {
 		return Status{}, err
 	}
 	r := s.raft
+	build := adminapi.ThisBuild()
 	addr, lid := r.LeaderWithID()
 	st := Status{
 		ID:               s.cfg.ID,
@@ -49,6 +37,8 @@ func (s *Server) Status() (Status, error) {
 		RaftAddr:         s.raftAddr,
 		ClientAddr:       s.cfg.ClientAddr,
 		HTTPAddr:         s.httpAddr,
+		Version:          build.Version,
+		Build:            build,
 	}
 	st.SnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	members, err := s.Members()

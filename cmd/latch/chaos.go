@@ -42,8 +42,8 @@ Fault kinds (--faults):
 			lockDelay := fs.Duration("lock-delay", def.LockDelay, "lock-delay asked with every lock request")
 			out := fs.String("out", "chaos-out", "directory for histories, logs, the fault log and the report")
 			bug := fs.String("inject-bug", "", "plant a bug the checkers must catch: "+strings.Join(chaos.Bugs, ", "))
-			latchd := fs.String("latchd-bin", "", "latchd binary (default: go build ./cmd/latchd into --out/bin)")
-			fenced := fs.String("fencedstore-bin", "", "fencedstore binary (default: go build ./cmd/fencedstore into --out/bin)")
+			latchd := fs.String("latchd-bin", "", "latchd binary (default: beside latch, else built from a source checkout into --out/bin, else on PATH)")
+			fenced := fs.String("fencedstore-bin", "", "fencedstore binary (default: beside latch, else built from a source checkout into --out/bin, else on PATH)")
 			verbose := fs.Bool("v", false, "log every fault and worker start")
 			return func(ctx context.Context, e *env, _ []string) error {
 				cfg := def

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 )
 
 var build struct {
@@ -19,7 +18,7 @@ var build struct {
 
 // Build compiles cmd/latchd once per test process and returns the binary's
 // path. Call RemoveBuild from TestMain to delete it.
-func Build(t testing.TB) string {
+func Build(t TB) string {
 	t.Helper()
 	build.once.Do(func() {
 		build.bin, build.err = buildLatchd()

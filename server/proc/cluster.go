@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"testing"
 
 	"github.com/latch-io/latch/session"
 )
@@ -20,7 +19,7 @@ type Cluster struct {
 
 // StartCluster starts n members n1..nn with --bootstrap naming all of them
 // and extra flags args, and waits until each answers /healthz.
-func StartCluster(t testing.TB, n int, args ...string) *Cluster {
+func StartCluster(t TB, n int, args ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	var err error
@@ -47,7 +46,7 @@ func StartCluster(t testing.TB, n int, args ...string) *Cluster {
 // WaitLeader waits until one running member reports itself the ready
 // leader and every other running member names it, and returns its index.
 // Paused members are left out.
-func (c *Cluster) WaitLeader(t testing.TB) int {
+func (c *Cluster) WaitLeader(t TB) int {
 	t.Helper()
 	leader := -1
 	waitFor(t, "leader", func() error {

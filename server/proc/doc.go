@@ -18,3 +18,16 @@
 // and Await do the same with errors instead of a testing.TB, and GoBuild
 // builds a binary of the module; the caller kills what it launched.
 package proc
+
+// TB is the part of testing.TB the harness uses; a *testing.T is one. proc
+// does not import package testing itself, so that `latch chaos` links the
+// harness without the test framework.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	TempDir() string
+	Failed() bool
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
-	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 // WaitTimeout bounds every wait of this package.
@@ -48,7 +47,7 @@ type Node struct {
 }
 
 // FreeAddrs returns n loopback TCP addresses that were free a moment ago.
-func FreeAddrs(t testing.TB, n int) []string {
+func FreeAddrs(t TB, n int) []string {
 	t.Helper()
 	addrs, err := PickAddrs(n)
 	if err != nil {
@@ -59,7 +58,7 @@ func FreeAddrs(t testing.TB, n int) []string {
 
 // NewNode prepares a member without starting it; addresses are fixed now so
 // peers can be told about them.
-func NewNode(t testing.TB, opts Options) *Node {
+func NewNode(t TB, opts Options) *Node {
 	t.Helper()
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
@@ -92,7 +91,7 @@ func NewNode(t testing.TB, opts Options) *Node {
 }
 
 // StartNode prepares and starts a member.
-func StartNode(t testing.TB, opts Options) *Node {
+func StartNode(t TB, opts Options) *Node {
 	t.Helper()
 	n := NewNode(t, opts)
 	n.Start(t)
@@ -111,7 +110,7 @@ func (n *Node) args() []string {
 
 // Start starts the process (again, after an exit) on the same data dir and
 // addresses. Its output is appended to the member's log.
-func (n *Node) Start(t testing.TB) {
+func (n *Node) Start(t TB) {
 	t.Helper()
 	if err := n.Launch(); err != nil {
 		t.Fatalf("proc: %v", err)
@@ -195,7 +194,7 @@ func (n *Node) wait(timeout time.Duration) (int, error) {
 }
 
 // Kill sends SIGKILL and waits for the process to die.
-func (n *Node) Kill(t testing.TB) {
+func (n *Node) Kill(t TB) {
 	t.Helper()
 	if err := n.signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("proc: kill %s: %v", n.ID, err)
@@ -206,7 +205,7 @@ func (n *Node) Kill(t testing.TB) {
 }
 
 // Stop sends SIGTERM and returns the exit code once the process exits.
-func (n *Node) Stop(t testing.TB) int {
+func (n *Node) Stop(t TB) int {
 	t.Helper()
 	if err := n.signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("proc: stop %s: %v", n.ID, err)
@@ -219,7 +218,7 @@ func (n *Node) Stop(t testing.TB) int {
 }
 
 // Pause sends SIGSTOP; Resume sends SIGCONT.
-func (n *Node) Pause(t testing.TB) {
+func (n *Node) Pause(t TB) {
 	t.Helper()
 	if err := n.signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("proc: pause %s: %v", n.ID, err)
@@ -237,7 +236,7 @@ func (n *Node) Paused() bool {
 }
 
 // Resume continues a paused process.
-func (n *Node) Resume(t testing.TB) {
+func (n *Node) Resume(t TB) {
 	t.Helper()
 	if err := n.signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("proc: resume %s: %v", n.ID, err)
@@ -248,7 +247,7 @@ func (n *Node) Resume(t testing.TB) {
 }
 
 // Restart starts an exited member again (after Kill or Stop).
-func (n *Node) Restart(t testing.TB) { t.Helper(); n.Start(t) }
+func (n *Node) Restart(t TB) { t.Helper(); n.Start(t) }
 
 // Logs returns everything the member wrote so far, across restarts.
 func (n *Node) Logs() string {
@@ -278,8 +277,8 @@ func (n *Node) Get(path string) (int, string, error) {
 }
 
 // Status reads /v1/status.
-func (n *Node) Status() (server.Status, error) {
-	var st server.Status
+func (n *Node) Status() (adminapi.Status, error) {
+	var st adminapi.Status
 	code, body, err := n.Get("/v1/status")
 	if err != nil {
 		return st, err
@@ -291,7 +290,7 @@ func (n *Node) Status() (server.Status, error) {
 }
 
 // waitFor polls cond until it returns nil or WaitTimeout passes.
-func waitFor(t testing.TB, what string, cond func() error) {
+func waitFor(t TB, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(WaitTimeout)
 	for {
@@ -307,18 +306,18 @@ func waitFor(t testing.TB, what string, cond func() error) {
 }
 
 // WaitHealthy waits until /healthz answers 200.
-func (n *Node) WaitHealthy(t testing.TB) {
+func (n *Node) WaitHealthy(t TB) {
 	t.Helper()
 	n.waitEndpoint(t, "/healthz")
 }
 
 // WaitReady waits until /readyz answers 200.
-func (n *Node) WaitReady(t testing.TB) {
+func (n *Node) WaitReady(t TB) {
 	t.Helper()
 	n.waitEndpoint(t, "/readyz")
 }
 
-func (n *Node) waitEndpoint(t testing.TB, path string) {
+func (n *Node) waitEndpoint(t TB, path string) {
 	t.Helper()
 	waitFor(t, n.ID+" "+path, func() error { return n.checkEndpoint(path) })
 }

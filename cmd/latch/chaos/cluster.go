@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
@@ -85,8 +85,8 @@ func (c *cluster) endpoints() []string {
 	return out
 }
 
-func status(nd *proc.Node) (server.Status, error) {
-	var st server.Status
+func status(nd *proc.Node) (adminapi.Status, error) {
+	var st adminapi.Status
 	resp, err := adminHTTP.Get("http://" + nd.HTTPAddr + "/v1/status")
 	if err != nil {
 		return st, err
@@ -102,7 +102,7 @@ func status(nd *proc.Node) (server.Status, error) {
 // unpaused member follows, or an error saying what is missing.
 func (c *cluster) leader() (int, error) {
 	leader, id := -1, ""
-	var sts []server.Status
+	var sts []adminapi.Status
 	for i, nd := range c.nodes {
 		if !nd.Running() || nd.Paused() {
 			continue

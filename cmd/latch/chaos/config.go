@@ -70,8 +70,9 @@ type Config struct {
 	Out string
 	// InjectBug plants one of Bugs; "" for none.
 	InjectBug string
-	// LatchdBin and FencedstoreBin are the binaries to run; "" builds them
-	// into Out/bin with go build (which needs the latch source tree).
+	// LatchdBin and FencedstoreBin are the binaries to run; "" takes the
+	// one beside the latch executable, else builds it into Out/bin inside a
+	// latch source checkout, else the one on PATH.
 	LatchdBin, FencedstoreBin string
 	// WorkerCommand is the command line prefix that starts a worker; the
 	// worker flags follow it. Default: this executable, "chaos-worker".

@@ -9,8 +9,9 @@
 //
 // # A run
 //
-// Run builds latchd and fencedstore (or takes Config.LatchdBin and
-// FencedstoreBin), starts Config.Members latchd processes on loopback
+// Run finds latchd and fencedstore (Config.LatchdBin and FencedstoreBin,
+// else beside the latch executable, else built from a source checkout,
+// else on PATH), starts Config.Members latchd processes on loopback
 // through server/proc (own data dirs under Out/members, free ports, raft
 // timeouts of 500ms, --fault-injection, a dev PKI in Out/tls), a
 // fencedstore, and Config.Workers worker processes (`latch chaos-worker`,

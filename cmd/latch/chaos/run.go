@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
-	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
 
@@ -107,16 +106,16 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	latchd, fenced := cfg.LatchdBin, cfg.FencedstoreBin
 	for _, b := range []struct {
-		bin *string
-		pkg string
-	}{{&latchd, "./cmd/latchd"}, {&fenced, "./cmd/fencedstore"}} {
+		bin       *string
+		name, pkg string
+	}{{&latchd, "latchd", "./cmd/latchd"}, {&fenced, "fencedstore", "./cmd/fencedstore"}} {
 		if *b.bin != "" {
 			continue
 		}
-		*b.bin = filepath.Join(cfg.Out, "bin", filepath.Base(b.pkg))
-		r.progress("building %s", b.pkg)
-		if err := proc.GoBuild(b.pkg, *b.bin); err != nil {
-			return fmt.Errorf("%v (or pass --latchd-bin and --fencedstore-bin)", err)
+		self, _ := os.Executable()
+		var err error
+		if *b.bin, err = findBinary(self, b.name, b.pkg, filepath.Join(cfg.Out, "bin"), r.progress); err != nil {
+			return err
 		}
 	}
 	certs, err := session.EnsureDevCerts(filepath.Join(cfg.Out, "tls"))

@@ -1,0 +1,127 @@
+// Package adminapi holds the JSON documents of a member's admin HTTP API
+// (/v1/status, /v1/members, the reply of every call that is not data) and
+// the build information every binary reports.
+//
+// It is its own package, with no dependency beyond the standard library, so
+// that the latch CLI (status, member, snapshot, chaos, bench) can decode
+// what a member says without linking the server, raft or badger. The server
+// encodes these same types: there is one definition of each document.
+package adminapi
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Status is a member's view of itself and the cluster (GET /v1/status).
+type Status struct {
+	ID               string         `json:"id"`
+	State            string         `json:"state"` // Follower, Candidate, Leader, Shutdown
+	Ready            bool           `json:"ready"` // leader whose term barrier committed
+	LeaderID         string         `json:"leader_id"`
+	LeaderRaftAddr   string         `json:"leader_raft_addr"`
+	Term             uint64         `json:"term"`
+	AppliedIndex     uint64         `json:"applied_index"`
+	CommitIndex      uint64         `json:"commit_index"`
+	LastLogIndex     uint64         `json:"last_log_index"`
+	SnapshotIndex    uint64         `json:"snapshot_index"`
+	SnapshotRestores uint64         `json:"snapshot_restores"` // snapshots installed since start
+	RaftAddr         string         `json:"raft_addr"`
+	ClientAddr       string         `json:"client_addr"`
+	HTTPAddr         string         `json:"http_addr"`
+	Members          []MemberStatus `json:"members"`
+	// Version and Build describe the latchd binary answering.
+	Version string `json:"version"`
+	Build   Build  `json:"build"`
+}
+
+// MemberStatus is one member as raft's configuration and the replicated
+// metadata know it.
+type MemberStatus struct {
+	ID         string `json:"id"`
+	RaftAddr   string `json:"raft_addr"`
+	ClientAddr string `json:"client_addr,omitempty"`
+	HTTPAddr   string `json:"http_addr,omitempty"`
+	// Suffrage is "voter", "nonvoter", "staging", or "" for metadata of a
+	// member no longer in the raft configuration.
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// Reply is the JSON body of every admin API answer that is not data.
+type Reply struct {
+	OK    bool   `json:"ok,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Code is machine-readable: not_leader, no_leader, no_member,
+	// bad_request, ...
+	Code     string `json:"code,omitempty"`
+	LeaderID string `json:"leader_id,omitempty"`
+	// LeaderHTTP is the leader's admin address; a redirect also names it
+	// in Location.
+	LeaderHTTP string `json:"leader_http,omitempty"`
+	Index      uint64 `json:"index,omitempty"`
+	// Warning is something the operator should know about a change that
+	// succeeded (e.g. an even number of voters).
+	Warning string `json:"warning,omitempty"`
+}
+
+// Build says which source a binary was built from, as the Go toolchain
+// recorded it (runtime/debug.ReadBuildInfo).
+type Build struct {
+	// Version is the module version: a tag such as v1.2.0 for `go install
+	// ...@v1.2.0`, a pseudo-version for @latest between tags, "(devel)" for
+	// a build inside a checkout.
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
+	// Revision, Time and Modified come from the VCS of a checkout build
+	// (empty for `go install ...@version`, where Version says it all).
+	Revision string `json:"vcs_revision,omitempty"`
+	Time     string `json:"vcs_time,omitempty"`
+	Modified bool   `json:"vcs_modified,omitempty"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+}
+
+// ThisBuild is the build of the running binary.
+func ThisBuild() Build {
+	b := Build{Version: "(unknown)", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if info.Main.Version != "" {
+		b.Version = info.Main.Version
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Revision = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// String is one line: "v1.2.0 (go1.26.1 linux/amd64)" or, for a checkout
+// build, "(devel) 1a2b3c4d5e6f+dirty 2026-11-23T10:00:00Z (go1.26.1 linux/amd64)".
+func (b Build) String() string {
+	s := b.Version
+	if b.Revision != "" {
+		rev := b.Revision
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if b.Modified {
+			rev += "+dirty"
+		}
+		s += " " + rev
+		if b.Time != "" {
+			s += " " + b.Time
+		}
+	}
+	return fmt.Sprintf("%s (%s %s/%s)", s, b.GoVersion, b.OS, b.Arch)
+}
