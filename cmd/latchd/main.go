@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,15 +22,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // errUsage marks errors in flags or the config file (exit status 2).
@@ -55,6 +58,7 @@ type options struct {
 	faultInjection                    bool
 	tlsCert, tlsKey, tlsClientCA      string
 	lockDelay, maxLockDelay           time.Duration
+	version                           bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -84,49 +88,95 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise (same on every member)")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
 		"the longest lock-delay a request may ask for (same on every member)")
-	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so `latch chaos` can cut raft traffic (tests only: never in production)")
+	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so 'latch chaos' can cut raft traffic (tests only: never in production)")
+	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
 
 // loadConfigFile sets every flag named in the JSON file that the command
-// line did not set.
+// line did not set. Values keep their JSON types: a number is written as
+// given (1000000 stays 1000000), a boolean only sets a boolean flag, a
+// duration is a string ("500ms"), and a list of strings is joined with
+// commas (bootstrap, admins).
 func loadConfigFile(fs *flag.FlagSet, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: --config: %v", errUsage, err)
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var kv map[string]any
-	if err := json.Unmarshal(b, &kv); err != nil {
+	if err := dec.Decode(&kv); err != nil {
 		return fmt.Errorf("%w: --config %s: %v", errUsage, path, err)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for name, v := range kv {
-		if name == "config" || fs.Lookup(name) == nil {
+		f := fs.Lookup(name)
+		if name == "config" || name == "version" || f == nil {
 			return fmt.Errorf("%w: --config %s: unknown key %q", errUsage, path, name)
 		}
 		if given[name] {
 			continue
 		}
-		var s string
-		switch v := v.(type) {
-		case string:
-			s = v
-		case bool, float64:
-			s = fmt.Sprint(v)
-		case []any: // a list, e.g. "bootstrap": ["n1=...", "n2=..."]
-			parts := make([]string, len(v))
-			for i, p := range v {
-				parts[i] = fmt.Sprint(p)
-			}
-			s = strings.Join(parts, ",")
-		default:
-			return fmt.Errorf("%w: --config %s: key %q: unsupported value %v", errUsage, path, name, v)
+		s, err := configValue(f, v)
+		if err != nil {
+			return fmt.Errorf("%w: --config %s: key %q: %v", errUsage, path, name, err)
 		}
 		if err := fs.Set(name, s); err != nil {
 			return fmt.Errorf("%w: --config %s: key %q: %v", errUsage, path, name, err)
 		}
 	}
 	return nil
+}
+
+// configValue turns a JSON value into the text flag f parses, refusing a
+// value of the wrong JSON type for the flag.
+func configValue(f *flag.Flag, v any) (string, error) {
+	var kind string // what the flag holds
+	switch f.Value.(flag.Getter).Get().(type) {
+	case bool:
+		kind = "bool"
+	case time.Duration:
+		kind = "duration"
+	case string:
+		kind = "string"
+	default:
+		kind = "number"
+	}
+	switch v := v.(type) {
+	case bool:
+		if kind != "bool" {
+			return "", fmt.Errorf("true/false given for a %s", kind)
+		}
+		return strconv.FormatBool(v), nil
+	case json.Number:
+		switch kind {
+		case "bool":
+			return "", fmt.Errorf("a number given for a boolean (want true or false)")
+		case "duration":
+			return "", fmt.Errorf("a number given for a duration (want a string such as \"500ms\" or \"5s\")")
+		}
+		return v.String(), nil
+	case string:
+		if kind == "bool" {
+			return "", fmt.Errorf("a string given for a boolean (want true or false)")
+		}
+		return v, nil
+	case []any: // a list, e.g. "bootstrap": ["n1=...", "n2=..."]
+		if kind != "string" {
+			return "", fmt.Errorf("a list given for a %s", kind)
+		}
+		parts := make([]string, len(v))
+		for i, p := range v {
+			s, ok := p.(string)
+			if !ok {
+				return "", fmt.Errorf("list item %d is not a string", i)
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", fmt.Errorf("unsupported value %v (want a string, number, boolean or list of strings)", v)
 }
 
 func parseBootstrap(s string) ([]server.Peer, error) {
@@ -191,16 +241,26 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 
 // run is main without the exit, for tests: 0 on a clean shutdown, 1 on a
 // failure, 2 on bad usage.
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("latchd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own messages are replaced: -h prints the usage to
+	// stdout (it was asked for), a bad flag one line to stderr.
+	fs.SetOutput(io.Discard)
 	var o options
 	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "Usage: latchd [flags]\n\nRuns one member of a latch cluster (latchd --dev: a single member for development).\n\nFlags:\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(stderr, "latchd: %v (latchd -h lists the flags)\n", err)
 		return 2
+	}
+	if o.version {
+		fmt.Fprintf(stdout, "latchd %s\n", adminapi.ThisBuild())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "latchd: unexpected arguments %q\n", fs.Args())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,6 +43,9 @@ func TestDevRestartReusesDataDir(t *testing.T) {
 		first = st
 		return st.ID == server.DevID && st.Ready && len(st.Members) == 1 && st.Members[0].HTTPAddr == n.HTTPAddr
 	})
+	if first.Version == "" || first.Build.GoVersion == "" || first.Build.Version != first.Version {
+		t.Fatalf("/v1/status names no build: version %q build %+v", first.Version, first.Build)
+	}
 	if code := n.Stop(t); code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, want 0\n%s", code, n.Logs())
 	}
@@ -124,11 +128,28 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run([]string{"--log-level", "loud", "--dev"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "--log-level") {
+	if code := run([]string{"--log-level", "loud", "--dev"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--log-level") {
 		t.Fatalf("bad --log-level: code %d, %s", code, stderr.String())
 	}
-	if code := run([]string{"stray"}, &stderr); code != 2 {
+	if code := run([]string{"stray"}, io.Discard, &stderr); code != 2 {
 		t.Fatalf("stray argument: code %d", code)
+	}
+	// -h and --version answer on stdout and exit 0; a backquote in a usage
+	// string must not become the flag's argument name.
+	var stdout bytes.Buffer
+	stderr.Reset()
+	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 || stderr.Len() != 0 ||
+		!strings.Contains(stdout.String(), "-fault-injection\n") || !strings.Contains(stdout.String(), "-bootstrap string") {
+		t.Fatalf("-h: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "latchd ") ||
+		!strings.Contains(stdout.String(), "go1.") {
+		t.Fatalf("--version: code %d, %q", code, stdout.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"--bogus"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "-bogus") {
+		t.Fatalf("--bogus: code %d, %q", code, stderr.String())
 	}
 }
 
@@ -143,6 +164,33 @@ func TestConfigFile(t *testing.T) {
 	if cfg.ID != "n1" || cfg.DataDir != "/from-flag" || len(cfg.Bootstrap) != 2 || cfg.HTTPAddr != "10.0.0.1:7422" ||
 		cfg.SnapshotThreshold != 100 {
 		t.Fatalf("config = %+v", cfg)
+	}
+	// JSON types are kept: a big number is not a float, durations are
+	// strings, booleans set booleans.
+	os.WriteFile(path, []byte(`{"id": "n1", "data-dir": "/d", "bootstrap": "n1=10.0.0.1:7421", "snapshot-threshold": 1000000,
+		"trailing-logs": 20000000, "election-timeout": "2s", "heartbeat-timeout": "1500ms", "fault-injection": true,
+		"tls-cert": "/c.pem", "tls-key": "/k.pem"}`), 0o600)
+	cfg, err = parse(t, "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SnapshotThreshold != 1000000 || cfg.TrailingLogs != 20000000 || cfg.ElectionTimeout != 2*time.Second ||
+		cfg.HeartbeatTimeout != 1500*time.Millisecond || !cfg.FaultInjection {
+		t.Fatalf("typed config = %+v", cfg)
+	}
+	for _, bad := range []struct{ json, want string }{
+		{`{"election-timeout": 2}`, `want a string such as "500ms"`},
+		{`{"dev": "yes"}`, "want true or false"},
+		{`{"dev": 1}`, "want true or false"},
+		{`{"id": true}`, "true/false given for a string"},
+		{`{"snapshot-threshold": 1.5}`, "snapshot-threshold"},
+		{`{"bootstrap": ["n1=a:1", 2]}`, "list item 1 is not a string"},
+		{`{"id": {"a": 1}}`, "unsupported value"},
+	} {
+		os.WriteFile(path, []byte(bad.json), 0o600)
+		if _, err := parse(t, "--config", path); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want an error naming %q", bad.json, err, bad.want)
+		}
 	}
 	os.WriteFile(path, []byte(`{"id": "n1", "colour": "red"}`), 0o600)
 	if _, err := parse(t, "--config", path); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "colour") {
