@@ -54,7 +54,6 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
-			fs.StringVar(&c.Admin, "admin", "", "the leader's admin HTTP address host:port (default: from the member list)")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
 			fs.BoolVar(&c.FreshPath, "fresh-path", false, "lock: a new lock path every cycle instead of one per goroutine")
 			fs.StringVar(&c.Prefix, "prefix", "", "node the run works under; must not exist (default /latch-bench-<random>)")
@@ -73,6 +72,7 @@ With -o json the report is one JSON document (durations in ms).`,
 					return err
 				}
 				cfg.Client.ClientName = "latch-bench"
+				cfg.Admin = e.g.admin
 				cfg.OpTimeout = e.g.timeout
 				if *verbose {
 					cfg.Log = e.stderr

@@ -88,10 +88,12 @@ func init() {
 		name:    "status",
 		usage:   "",
 		summary: "show the leader, term, applied index and every member's health",
-		help: `Every member is asked directly (at its client address) for its state;
-one that does not answer within --timeout is reported unreachable.`,
+		help: `Every member is asked directly (at its client address) for its state,
+all at once; one that does not answer within --member-timeout is "down"
+(-o json says why in its error field).`,
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
+			memberTimeout := fs.Duration("member-timeout", time.Second, "how long each member has to answer")
 			return connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
 				leader, leaderAddr, err := c.Status(ctx)
 				if err != nil {
@@ -101,7 +103,7 @@ one that does not answer within --timeout is reported unreachable.`,
 				if err != nil {
 					return err
 				}
-				health := memberHealth(ctx, c, members)
+				health := memberHealth(ctx, c, members, *memberTimeout)
 				v := map[string]any{
 					"leader":         leader.ID,
 					"leader_address": leaderAddr,
@@ -121,9 +123,13 @@ one that does not answer within --timeout is reported unreachable.`,
 					fmt.Fprintf(w, "sessions       %d\n", leader.Sessions)
 					fmt.Fprintf(w, "watches        %d\n\n", leader.Watches)
 					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "MEMBER\tCLIENT\tHEALTH\tSTATE\tTERM\tAPPLIED\tLAG\t")
+					fmt.Fprintln(tw, "MEMBER\tCLIENT\tHEALTH\tSTATE\tTERM\tAPPLIED\tLAG\tVERSION\t")
 					for _, h := range health {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", h.ID, dash(h.ClientAddr), h.Health, dash(h.State), h.Term, h.AppliedIndex, h.Lag)
+						if h.Health != "ok" {
+							fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t\n", h.ID, dash(h.ClientAddr), h.Health)
+							continue
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", h.ID, dash(h.ClientAddr), h.Health, dash(h.State), h.Term, h.AppliedIndex, h.Lag, dash(h.Version))
 					}
 					tw.Flush()
 				})
@@ -153,32 +159,38 @@ func jsonMembers(ms []client.MemberInfo) []memberJSON {
 type health struct {
 	ID           string `json:"id"`
 	ClientAddr   string `json:"client_addr"`
-	Health       string `json:"health"` // "ok", or why not
+	Health       string `json:"health"`          // "ok" or "down"
+	Error        string `json:"error,omitempty"` // why down
 	State        string `json:"state,omitempty"`
 	Term         uint64 `json:"term,omitempty"`
 	AppliedIndex uint64 `json:"applied_index,omitempty"`
 	// Lag is how far the member's applied index is behind the highest.
 	Lag uint64 `json:"lag"`
+	// Version is the member's latchd build.
+	Version string `json:"version,omitempty"`
 }
 
-// memberHealth asks every member for its status, in parallel.
-func memberHealth(ctx context.Context, c *client.Client, members []client.MemberInfo) []health {
+// memberHealth asks every member for its status, in parallel, giving each
+// at most timeout.
+func memberHealth(ctx context.Context, c *client.Client, members []client.MemberInfo, timeout time.Duration) []health {
 	out := make([]health, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
-		out[i] = health{ID: m.ID, ClientAddr: m.ClientAddr}
+		out[i] = health{ID: m.ID, ClientAddr: m.ClientAddr, Health: "down"}
 		if m.ClientAddr == "" {
-			out[i].Health = "no client address"
+			out[i].Error = "no client address published"
 			continue
 		}
 		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
 			st, err := c.StatusOf(ctx, m.ClientAddr)
 			if err != nil {
-				out[i].Health = "unreachable: " + err.Error()
+				out[i].Error = err.Error()
 				return
 			}
 			out[i].Health = "ok"
-			out[i].State, out[i].Term, out[i].AppliedIndex = st.State, st.Term, st.AppliedIndex
+			out[i].State, out[i].Term, out[i].AppliedIndex, out[i].Version = st.State, st.Term, st.AppliedIndex, st.Version
 		})
 	}
 	wg.Wait()

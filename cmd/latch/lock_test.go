@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	code := m.Run()
+	proc.RemoveBuild()
 	if fencedBuild.bin != "" {
 		os.RemoveAll(filepath.Dir(fencedBuild.bin))
 	}

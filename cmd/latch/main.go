@@ -57,10 +57,11 @@ type globals struct {
 	sessionTTL time.Duration
 	output     string
 	timeout    time.Duration
+	admin      string
 }
 
 var globalNames = map[string]bool{
-	"endpoints": true, "ca": true, "cert": true, "key": true, "session-ttl": true, "o": true, "timeout": true,
+	"endpoints": true, "ca": true, "cert": true, "key": true, "session-ttl": true, "o": true, "timeout": true, "admin": true,
 }
 
 func isGlobal(name string) bool { return globalNames[name] }
@@ -85,6 +86,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.sessionTTL, "session-ttl", g.sessionTTL, "TTL of the command's session (ephemeral nodes live as long as it)")
 	fs.StringVar(&g.output, "o", g.output, "output format: text or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long a command may take (for watch: to connect and start watching)")
+	fs.StringVar(&g.admin, "admin", g.admin, "admin HTTP address (host:port or https://host:port) of a member, for member, snapshot and bench\n(default: the addresses the members publish)")
 }
 
 func (g *globals) validate() error {
@@ -156,11 +158,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("latch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	g.register(fs)
-	fs.Usage = func() { mainUsage(stderr, fs) }
+	if err := applyDefaults(fs, os.Getenv); err != nil {
+		return fail(stderr, err)
+	}
+	// -h prints the usage to stdout (it was asked for); a bad flag prints
+	// the flag package's one line and a pointer to help on stderr.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			mainUsage(stdout, fs)
 			return 0
 		}
+		fmt.Fprintln(stderr, "latch: see latch help")
 		return 1
 	}
 	if fs.NArg() == 0 {
@@ -178,13 +187,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfs := newFlagSet(name, &g, stderr)
 	runCmd := cmd.setup(cfs)
-	cfs.Usage = func() { commandUsage(stderr, cmd, cfs) }
+	cfs.Usage = func() {}
 	pos, err := parseInterleaved(cfs, rest)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			commandUsage(stdout, cmd, cfs) // like latch help NAME
 			return 0
 		}
-		return 1 // the flag package printed the error and the usage
+		fmt.Fprintf(stderr, "latch: see latch help %s\n", name) // the flag package printed the error
+		return 1
 	}
 	if err := g.validate(); err != nil {
 		return fail(stderr, err)
@@ -231,6 +242,10 @@ func mainUsage(w io.Writer, fs *flag.FlagSet) {
 	var b strings.Builder
 	fs.VisitAll(func(f *flag.Flag) { printFlag(&b, f) })
 	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n%s", b.String())
+	fmt.Fprintf(w, "\nEvery global flag can also be set in the environment (LATCH_ENDPOINTS, LATCH_CA, LATCH_CERT,\n"+
+		"LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT, LATCH_OUTPUT) or in a JSON config file\n"+
+		"($LATCH_CONFIG, else latch/config.json in the user's config folder) whose keys are the flag names.\n"+
+		"The command line wins over the environment, which wins over the file.\n")
 	fmt.Fprintf(w, "\nExit status: 0 on success, 1 on any error.\n")
 }
 

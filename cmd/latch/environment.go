@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Global flags may also come from the environment and from a config file,
+// so an operator does not repeat --endpoints --ca --cert --key on every
+// call. A flag on the command line wins over the environment, which wins
+// over the file, which wins over the built-in default.
+//
+// The environment variable of a global flag is LATCH_ and the flag's name
+// in capitals with - as _ (LATCH_ENDPOINTS, LATCH_CA, LATCH_CERT,
+// LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT), and
+// LATCH_OUTPUT for -o. The config file is a JSON object whose keys are the
+// flag names ("endpoints" may be a list); it is $LATCH_CONFIG, else
+// latch/config.json in the user's config folder (~/.config on Linux) when
+// that file exists.
+
+// envName is the environment variable of global flag name.
+func envName(name string) string {
+	if name == "o" {
+		return "LATCH_OUTPUT"
+	}
+	return "LATCH_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// configPath returns the config file to read ("" for none) and whether
+// the user named it (then it must exist).
+func configPath(getenv func(string) string) (string, bool) {
+	if p := getenv("LATCH_CONFIG"); p != "" {
+		return p, true
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(dir, "latch", "config.json"), false
+}
+
+// applyDefaults sets the global flags on fs (all registered, none parsed
+// yet) from the config file and then the environment.
+func applyDefaults(fs *flag.FlagSet, getenv func(string) string) error {
+	if path, named := configPath(getenv); path != "" {
+		if err := applyConfigFile(fs, path, named); err != nil {
+			return err
+		}
+	}
+	var names []string
+	for name := range globalNames {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := getenv(envName(name))
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("%w: %s=%q: %v", errUsage, envName(name), v, err)
+		}
+	}
+	return nil
+}
+
+func applyConfigFile(flags *flag.FlagSet, path string, named bool) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !named {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: config file: %v", errUsage, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var kv map[string]any
+	if err := dec.Decode(&kv); err != nil {
+		return fmt.Errorf("%w: config file %s: %v", errUsage, path, err)
+	}
+	for key, v := range kv {
+		name := key
+		if name == "output" {
+			name = "o"
+		}
+		if !isGlobal(name) {
+			return fmt.Errorf("%w: config file %s: unknown key %q (keys are the global flags: %s)", errUsage, path, key, globalList())
+		}
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case []any:
+			parts := make([]string, len(v))
+			for i, p := range v {
+				ps, ok := p.(string)
+				if !ok {
+					return fmt.Errorf("%w: config file %s: %q: item %d is not a string", errUsage, path, key, i)
+				}
+				parts[i] = ps
+			}
+			s = strings.Join(parts, ",")
+		default:
+			return fmt.Errorf("%w: config file %s: %q: want a string (durations as \"10s\") or a list of strings", errUsage, path, key)
+		}
+		if err := flags.Set(name, s); err != nil {
+			return fmt.Errorf("%w: config file %s: %q: %v", errUsage, path, key, err)
+		}
+	}
+	return nil
+}
+
+func globalList() string {
+	var names []string
+	for name := range globalNames {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
