@@ -59,10 +59,12 @@ type batch struct {
 	applied uint64 // applied index once txn commits
 	clock   int64
 	pending []*Result // results of the commands in txn, failed on a commit error
+
+	acl *aclTable // the rules as of the last successful command; published on commit
 }
 
 func (s *Store) newBatch() *batch {
-	b := &batch{s: s, applied: s.applied.Load(), clock: s.clock}
+	b := &batch{s: s, applied: s.applied.Load(), clock: s.clock, acl: s.acl.Load()}
 	switch {
 	case s.closed.Load():
 		b.err = ErrClosed
@@ -90,6 +92,9 @@ func (b *batch) add(c *cmdCtx, r *Result) {
 	}
 	b.pending = append(b.pending, r)
 	b.applied, b.clock = c.index, c.now
+	if c.aclNext != nil {
+		b.acl = c.aclNext
+	}
 }
 
 // commit writes the meta keys and commits the transaction.
@@ -117,6 +122,7 @@ func (b *batch) commit() {
 	}
 	b.s.applied.Store(b.applied)
 	b.s.clock = b.clock
+	b.s.acl.Store(b.acl)
 	b.pending = b.pending[:0]
 	b.count, b.bytes = 0, 0
 }
@@ -162,6 +168,11 @@ type cmdCtx struct {
 	// removing a node, for lock requests.
 	lockOps   []lockOp
 	lockCause lockCause
+
+	// identity is the command's Identity (a multi's for its ops); aclNext
+	// is the rule table an ACL op made, adopted when the command succeeds.
+	identity string
+	aclNext  *aclTable
 }
 
 type overlayNode struct {
@@ -183,6 +194,7 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.events = nil
 	c.lockOps = c.lockOps[:0]
 	c.lockCause = causeDelete
+	c.identity, c.aclNext = "", nil
 	c.clearOverlay()
 }
 
@@ -352,6 +364,7 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
 		return
 	}
+	c.identity = cmd.Identity
 	var err error
 	switch cmd.Op {
 	case OpNoop:
@@ -384,6 +397,12 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		err = c.lockRelease(cmd)
 	case OpLockRenew:
 		err = c.lockRenew(cmd)
+	case OpACLBootstrap:
+		err = c.aclBootstrap(cmd)
+	case OpACLSet:
+		err = c.aclChange(cmd, false)
+	case OpACLRemove:
+		err = c.aclChange(cmd, true)
 	default:
 		err = fmt.Errorf("%w: unknown op %d", ErrBadCommand, cmd.Op)
 	}

@@ -26,6 +26,11 @@ const (
 	OpLockCancel              // Session gives up its request node Path, waiting or held
 	OpLockRelease             // Session releases its held request node Path
 	OpLockRenew               // Session extends the hold TTL of its held request node Path
+
+	// ACLs (acl.go). Numbers 25-29 are the acl workstream's.
+	OpACLBootstrap Op = 25 // enforce ACLs with default ACLDefault and first rules ACL, once
+	OpACLSet       Op = 26 // Identity (admin on each prefix) sets the rules ACL
+	OpACLRemove    Op = 27 // Identity (admin on each prefix) removes the rules ACL
 )
 
 var opNames = [...]string{
@@ -44,6 +49,9 @@ var opNames = [...]string{
 	OpLockCancel:    "lock-cancel",
 	OpLockRelease:   "lock-release",
 	OpLockRenew:     "lock-renew",
+	OpACLBootstrap:  "acl-bootstrap",
+	OpACLSet:        "acl-set",
+	OpACLRemove:     "acl-remove",
 }
 
 func (o Op) String() string {
@@ -78,13 +86,17 @@ type Command struct {
 	Data      []byte      `codec:"d,omitempty"`
 	Flags     CreateFlags `codec:"f,omitempty"`
 	Version   int64       `codec:"v"`           // expected version for Set/Delete/Check; AnyVersion = unconditional
-	Session   uint64      `codec:"s,omitempty"` // owner of an ephemeral create; the session of OpSessionClose
+	Session   uint64      `codec:"s,omitempty"` // owner of an ephemeral create; the session of OpSessionClose; the caller's session on set/delete (ownership)
 	Sessions  []uint64    `codec:"ss,omitempty"`
 	Secret    []byte      `codec:"sec,omitempty"` // OpSessionOpen: chosen by the leader, checked on resume
 	TTLMillis int64       `codec:"ttl,omitempty"` // OpSessionOpen
-	Identity  string      `codec:"id,omitempty"`  // OpSessionOpen: client TLS identity, may be ""
-	Ops       []Command   `codec:"ops,omitempty"` // OpMulti
-	Member    *Member     `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
+	// Identity is the client's TLS identity ("" without a certificate):
+	// recorded by OpSessionOpen, and checked against the ACL rules by every
+	// client command (a multi's, not its ops'). Server-made commands
+	// (ticks, expiry, members, ACL bootstrap) carry none and are not checked.
+	Identity string    `codec:"id,omitempty"`
+	Ops      []Command `codec:"ops,omitempty"` // OpMulti
+	Member   *Member   `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
 
 	// OpLockRequest: the mode, an optional hold TTL (0: held until
 	// released) and the lock-delay applied when the holder is lost (0: the
@@ -92,6 +104,11 @@ type Command struct {
 	Mode            LockMode `codec:"lm,omitempty"`
 	HoldTTLMillis   int64    `codec:"lh,omitempty"`
 	LockDelayMillis int64    `codec:"ld,omitempty"`
+
+	// OpACLBootstrap, OpACLSet, OpACLRemove: the rules; OpACLBootstrap's
+	// default rights.
+	ACL        []ACLRule `codec:"acl,omitempty"`
+	ACLDefault Perm      `codec:"acl_d,omitempty"`
 }
 
 // Member is one cluster member's addresses, kept in the namespace so that

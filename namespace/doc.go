@@ -78,7 +78,9 @@
 //	'l' rev(8, BE)        lock request: mode, session, node, hold TTL,
 //	                      lock-delay, grant (token, time, deadline),
 //	                      phantom end; key order is queue order
-//	'x' "applied"/"clock" meta: last applied index, monotonic clock (BE)
+//	'a' identity 0x00 prefix   ACL rule: rights (one byte)
+//	'x' "applied"/"clock" meta: last applied index, monotonic clock (BE);
+//	    "acl": format, default rights (present once ACLs are enforced)
 //
 // Values use a hand-written varint encoding: deterministic (no maps), and
 // cheaper than reflection on the hot path.
@@ -191,4 +193,52 @@
 // release costs O(depth² + log n) plus a little per request it makes
 // runnable (and per lock below it that was queued after it), independent
 // of the waiters behind it and of unrelated locks.
+//
+// # ACLs and ownership
+//
+// Rules are by path prefix (Consul-style), not per node (ZooKeeper-style):
+// ACLRule{Identity, Prefix, Perms} grants rights (r read, w write, c
+// create, d delete, a admin) on Prefix and every node below it, prefixes
+// matching whole components. Why prefixes: latch makes nodes on its own
+// (lock paths and their ancestors, request nodes, sequential names), and
+// a rule must cover nodes that do not exist yet; one rule governs a
+// subtree, so changing who may touch /jobs is one command, ordered in the
+// log with the operations it governs, instead of a walk over every node
+// (ZooKeeper's per-node ACLs are not inherited, and getACL leaked its
+// digests). The table is small and in memory: a check is one map lookup
+// per ancestor.
+//
+// An identity's rights on a path come from its own most specific rule;
+// without one, from the most specific rule of AnyIdentity ("*"); without
+// that, from the default. So an identity's own rules beat the wildcard
+// ones (an admin stays admin under "* /public r"), and an explicit "none"
+// rule denies a subtree. Admin implies every right. The empty identity ""
+// is clients without a certificate; a rule may name it.
+//
+// Enforcement starts with OpACLBootstrap{ACLDefault, ACL}: the server's
+// first leader proposes it (the default and the --admins identities as
+// admins of /) when it sees no rules; later ones change nothing. Before
+// it, Apply behaves exactly as version 1 did (open, no owners, no
+// reserved names), so a log written by version 1 replays to the same
+// state. Apply never reads a flag: the flags only shape what the leader
+// proposes. OpACLSet and OpACLRemove need admin on each rule's prefix and
+// may not leave the tree without an admin of /.
+//
+// Once enforced, every client command is checked against its Identity:
+// create and lock requests need c on the new node (the request node's
+// rights are its lock path's), set w, delete d, check r; a multi checks
+// each op with the multi's identity. A lock on / blocks every lock in the
+// tree, so it needs admin on /. Reads, listings and watches are checked by
+// the server with Store.Authorize (r), against the rules of the last
+// committed batch.
+//
+// Ownership is independent of the rules: an ephemeral node (lock request,
+// election node, semaphore node, any ephemeral) may be changed or deleted
+// only by its owner session (Command.Session) or an admin of its path.
+// An admin's delete behaves as the owner's expiry would: EventLockLost,
+// and lock-delay for a held lock. Names lock-x-NNNNNNNNNN and
+// lock-s-NNNNNNNNNN are reserved for request nodes: a create of one, or a
+// lock path with one as a component, fails with ErrReservedName (a
+// hand-made one would collide with a later request's sequential name and
+// make every later lock on its parent fail).
 package namespace

@@ -2,7 +2,9 @@ package namespace
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 
@@ -63,6 +65,9 @@ func (s *Store) Dump(w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if err := dumpACL(bw, txn); err != nil {
+			return err
+		}
 		return s.dumpLocks(bw, txn)
 	})
 	if err != nil {
@@ -108,4 +113,34 @@ func formatData(d []byte) string {
 	}
 	sum := sha256.Sum256(d)
 	return fmt.Sprintf("<%d bytes sha256:%x>", len(d), sum[:8])
+}
+
+// dumpACL lists the ACL meta and rules from the transaction (not the
+// in-memory table, so a table that drifted from badger shows).
+func dumpACL(w io.Writer, txn *badger.Txn) error {
+	item, err := txn.Get(metaACL)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil // not bootstrapped: version 1 state
+	}
+	if err != nil {
+		return err
+	}
+	err = item.Value(func(v []byte) error {
+		if len(v) != 2 {
+			return fmt.Errorf("%w: acl meta %x", ErrStorage, v)
+		}
+		fmt.Fprintf(w, "acl enforced default=%s\n", Perm(v[1]))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return scan(txn, []byte{spaceACL}, func(k, v []byte) error {
+		i := bytes.IndexByte(k[1:], 0)
+		if i < 0 || len(v) != 1 {
+			return fmt.Errorf("%w: acl record %q", ErrStorage, k)
+		}
+		fmt.Fprintf(w, "acl %s\n", ACLRule{Identity: string(k[1 : 1+i]), Prefix: string(k[2+i:]), Perms: Perm(v[0])})
+		return nil
+	})
 }

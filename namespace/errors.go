@@ -29,4 +29,11 @@ var (
 	ErrNoLock          = errors.New("latch: no such lock request")
 	ErrNotLockOwner    = errors.New("latch: lock request belongs to another session")
 	ErrLockNotHeld     = errors.New("latch: lock not held")
+	// ErrPermissionDenied: the identity's ACL rules do not grant the right
+	// the operation needs, or the node belongs to another session.
+	ErrPermissionDenied = errors.New("latch: permission denied")
+	// ErrReservedName: lock request names are made by the lock code only.
+	ErrReservedName = errors.New("latch: reserved name")
+	// ErrBadRule: an ACL rule or rule change that cannot be applied.
+	ErrBadRule = errors.New("latch: bad ACL rule")
 )

@@ -10,6 +10,7 @@ const (
 	spaceMember    = 'm' // 'm' member id -> member addresses
 	spaceMeta      = 'x' // 'x' name -> meta value
 	spaceLock      = 'l' // 'l' rev(8, big endian) -> lock request record
+	spaceACL       = 'a' // 'a' identity 0x00 prefix -> rights (acl.go)
 )
 
 var (

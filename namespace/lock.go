@@ -121,6 +121,21 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	if err := ValidatePath(cmd.Path, l); err != nil {
 		return err
 	}
+	if t := c.b.acl; t.enforced {
+		switch {
+		case hasReservedComponent(cmd.Path):
+			return reservedError(cmd.Path)
+		case cmd.Path == "/":
+			// A lock on / blocks every lock in the tree: only an admin of
+			// the whole tree may take it.
+			if err := t.check(c.identity, "/", PermAdmin); err != nil {
+				return err
+			}
+		}
+		if err := t.check(c.identity, cmd.Path, PermCreate); err != nil {
+			return err
+		}
+	}
 	if _, ok, err := c.getRaw(sessionKey(cmd.Session)); err != nil {
 		return err
 	} else if !ok {
@@ -154,7 +169,7 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	}
 	node := &Command{Op: OpCreate, Path: Join(cmd.Path, prefix), Flags: FlagEphemeral | FlagSequential,
 		Session: cmd.Session, Data: cmd.Data}
-	if err := c.create(node, r); err != nil {
+	if err := c.createNode(node, r, true); err != nil {
 		return err
 	}
 	delay := cmd.LockDelayMillis

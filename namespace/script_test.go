@@ -32,6 +32,9 @@ var update = flag.Bool("update", false, "rewrite golden outputs in testdata/name
 //	lock [-s] [-ttl MS] [-delay MS] SID PATH [DATA]   (-delay -1: NoLockDelay)
 //	unlock SID NODE  cancel SID NODE  renew SID NODE
 //	lockinfo NODE  queue PATH  sequencer PATH MODE TOKEN SID  timer
+//	as ID[:SID] COMMAND       run COMMAND with Identity ID ("" as "") and, for set/delete, Session SID
+//	aclboot DEFAULT [ID PREFIX RIGHTS]...    aclset ID PREFIX RIGHTS...    aclrm ID PREFIX...
+//	acl  perms ID PATH        the rule table; ID's rights on PATH
 //	restart                   close and reopen the store; prints whether Dump is unchanged
 //	snapshot                  snapshot, restore into a fresh store that takes over; likewise
 //
@@ -124,6 +127,9 @@ type scriptEnv struct {
 // run executes one command and returns its output, without a final newline.
 func (e *scriptEnv) run(lines []string) string {
 	args := tokens(e.t, lines[0])
+	if args[0] == "as" {
+		return e.runAs(args[1], lines)
+	}
 	switch args[0] {
 	case "time":
 		e.time = mustInt(e.t, args[1])
@@ -135,14 +141,33 @@ func (e *scriptEnv) run(lines []string) string {
 		e.limits(args[1:])
 		return ""
 	case "get", "stat", "exists", "ls", "session", "sessions", "members", "dump",
-		"lockinfo", "queue", "sequencer", "timer":
+		"lockinfo", "queue", "sequencer", "timer", "acl", "perms":
 		return e.read(args)
 	case "restart":
 		return e.restart()
 	case "snapshot":
 		return e.snapshot()
 	}
-	cmd := e.command(lines)
+	return e.apply(e.command(lines))
+}
+
+// runAs runs the command after "as ID[:SID]" with that identity and
+// session.
+func (e *scriptEnv) runAs(who string, lines []string) string {
+	id, sid, _ := strings.Cut(who, ":")
+	first := skipToken(e.t, skipToken(e.t, lines[0]))
+	cmd := e.command(append([]string{first}, lines[1:]...))
+	cmd.Identity = id
+	if sid != "" && (cmd.Op == OpSet || cmd.Op == OpDelete || cmd.Op == OpMulti) {
+		cmd.Session = uint64(mustInt(e.t, sid))
+		for i := range cmd.Ops {
+			cmd.Ops[i].Session = cmd.Session
+		}
+	}
+	return e.apply(cmd)
+}
+
+func (e *scriptEnv) apply(cmd *Command) string {
 	r := e.s.Apply(e.index, e.time, cmd)
 	e.index++
 	e.time += 1000
@@ -330,6 +355,17 @@ func (e *scriptEnv) command(lines []string) *Command {
 		if len(rest) > 2 {
 			cmd.Data = []byte(rest[2])
 		}
+	case "aclboot":
+		cmd.Op = OpACLBootstrap
+		p, err := ParsePerm(rest[0])
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cmd.ACLDefault, cmd.ACL = p, e.rules(rest[1:], 3)
+	case "aclset":
+		cmd.Op, cmd.ACL = OpACLSet, e.rules(rest, 3)
+	case "aclrm":
+		cmd.Op, cmd.ACL = OpACLRemove, e.rules(rest, 2)
 	case "unlock", "cancel", "renew":
 		cmd.Op = map[string]Op{"unlock": OpLockRelease, "cancel": OpLockCancel, "renew": OpLockRenew}[args[0]]
 		cmd.Session, cmd.Path = uint64(mustInt(e.t, rest[0])), rest[1]
@@ -337,6 +373,26 @@ func (e *scriptEnv) command(lines []string) *Command {
 		e.t.Fatalf("unknown script command %q", args[0])
 	}
 	return cmd
+}
+
+// rules reads groups of n tokens (ID PREFIX [RIGHTS]) as ACL rules.
+func (e *scriptEnv) rules(args []string, n int) []ACLRule {
+	if len(args)%n != 0 {
+		e.t.Fatalf("want groups of %d tokens, got %q", n, args)
+	}
+	var out []ACLRule
+	for i := 0; i < len(args); i += n {
+		r := ACLRule{Identity: args[i], Prefix: args[i+1]}
+		if n == 3 {
+			p, err := ParsePerm(args[i+2])
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			r.Perms = p
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (e *scriptEnv) read(args []string) string {
@@ -407,6 +463,14 @@ func (e *scriptEnv) read(args []string) string {
 		if err := s.Dump(&b); err != nil {
 			return "err: " + err.Error()
 		}
+	case "acl":
+		a := s.ACL()
+		fmt.Fprintf(&b, "enforced=%t default=%s", a.Enforced, a.Default)
+		for _, r := range a.Rules {
+			fmt.Fprintf(&b, "\n%s", r)
+		}
+	case "perms":
+		b.WriteString(s.Perms(args[1], args[2]).String())
 	case "lockinfo":
 		li, err := s.Lock(args[1])
 		if err != nil {
@@ -518,12 +582,13 @@ func sentinelName(err error) string {
 		name string
 		err  error
 	}{
-		{"ErrNoNode", ErrNoNode}, {"ErrNodeExists", ErrNodeExists}, {"ErrBadVersion", ErrBadVersion},
+		{"ErrBadRule", ErrBadRule}, {"ErrNoNode", ErrNoNode}, {"ErrNodeExists", ErrNodeExists}, {"ErrBadVersion", ErrBadVersion},
 		{"ErrNotEmpty", ErrNotEmpty}, {"ErrBadPath", ErrBadPath}, {"ErrDataTooLarge", ErrDataTooLarge},
 		{"ErrEphemeralParent", ErrEphemeralParent}, {"ErrNoSession", ErrNoSession},
 		{"ErrTooManyOps", ErrTooManyOps}, {"ErrAlreadyApplied", ErrAlreadyApplied},
 		{"ErrRootImmutable", ErrRootImmutable}, {"ErrBadCommand", ErrBadCommand}, {"ErrNoMember", ErrNoMember},
 		{"ErrWouldDeadlock", ErrWouldDeadlock}, {"ErrNoLock", ErrNoLock}, {"ErrNotLockOwner", ErrNotLockOwner},
+		{"ErrPermissionDenied", ErrPermissionDenied}, {"ErrReservedName", ErrReservedName},
 		{"ErrLockNotHeld", ErrLockNotHeld}, {"ErrStorage", ErrStorage},
 	} {
 		if errors.Is(err, s.err) {
@@ -557,6 +622,22 @@ func tokens(t *testing.T, line string) []string {
 		line = strings.TrimLeft(line, " \t")
 	}
 	return out
+}
+
+// skipToken returns line without its first token.
+func skipToken(t *testing.T, line string) string {
+	line = strings.TrimSpace(line)
+	if line != "" && line[0] == '"' {
+		q, err := strconv.QuotedPrefix(line)
+		if err != nil {
+			t.Fatalf("bad quoted token in %q: %v", line, err)
+		}
+		return strings.TrimSpace(line[len(q):])
+	}
+	if end := strings.IndexAny(line, " \t"); end >= 0 {
+		return strings.TrimSpace(line[end:])
+	}
+	return ""
 }
 
 // expand replaces each {S*N} with S repeated N times.

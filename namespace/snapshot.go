@@ -167,6 +167,10 @@ func (s *Store) Restore(r io.Reader) error {
 		s.broken = err
 		return err
 	}
+	if err := s.loadACL(); err != nil {
+		s.broken = err
+		return err
+	}
 	// Raft compacts its log behind an installed snapshot, so after Restore
 	// returns nothing could replay what badger had not yet written out.
 	if err := s.db.Sync(); err != nil {

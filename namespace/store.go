@@ -71,6 +71,10 @@ type Store struct {
 	// mu and gate), so readers reach it under gate.
 	locks *lockIndex
 
+	// acl is the rule table as of the last committed batch (acl.go);
+	// ApplyBatch works on the batch's own copy and publishes it on commit.
+	acl atomic.Pointer[aclTable]
+
 	// afterCheckpoint, when set by a test, runs after each checkpoint
 	// commit; an error simulates a crash right there.
 	afterCheckpoint func() error
@@ -152,6 +156,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadLocks(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadACL(); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -8,7 +8,13 @@ import (
 // seqDigits is the width of a sequential suffix.
 const seqDigits = 10
 
-func (c *cmdCtx) create(cmd *Command, r *Result) error {
+// create is OpCreate: a client's create, refused for reserved names.
+func (c *cmdCtx) create(cmd *Command, r *Result) error { return c.createNode(cmd, r, false) }
+
+// createNode creates cmd.Path; lockOwn lets the lock code create its
+// request nodes, whose names are reserved for it. The ACL check is on the
+// final path.
+func (c *cmdCtx) createNode(cmd *Command, r *Result, lockOwn bool) error {
 	l := c.b.s.limits
 	if cmd.Flags&^(FlagEphemeral|FlagSequential) != 0 {
 		return fmt.Errorf("%w: unknown create flags %#x", ErrBadCommand, uint8(cmd.Flags))
@@ -52,6 +58,14 @@ func (c *cmdCtx) create(cmd *Command, r *Result) error {
 	if seq {
 		p = seqPath(p, parent.seq)
 		if err := ValidatePath(p, l); err != nil { // the counter outgrew ten digits
+			return err
+		}
+	}
+	if t := c.b.acl; t.enforced {
+		if !lockOwn && isReservedName(Base(p)) {
+			return reservedError(p)
+		}
+		if err := t.check(c.identity, p, PermCreate); err != nil {
 			return err
 		}
 	}
@@ -120,8 +134,14 @@ func (c *cmdCtx) set(cmd *Command, r *Result) error {
 	if len(cmd.Data) > c.b.s.limits.MaxDataBytes {
 		return fmt.Errorf("%w: %d bytes > %d", ErrDataTooLarge, len(cmd.Data), c.b.s.limits.MaxDataBytes)
 	}
+	if err := c.authorize(cmd.Path, PermWrite); err != nil {
+		return err
+	}
 	n, err := c.existing(cmd.Path, cmd.Version)
 	if err != nil {
+		return err
+	}
+	if _, err := c.checkOwner(cmd, cmd.Path, n, "change"); err != nil {
 		return err
 	}
 	n.data = cmd.Data
@@ -139,6 +159,9 @@ func (c *cmdCtx) delete(cmd *Command) error {
 	if cmd.Path == "/" {
 		return fmt.Errorf("%w", ErrRootImmutable)
 	}
+	if err := c.authorize(cmd.Path, PermDelete); err != nil {
+		return err
+	}
 	n, err := c.existing(cmd.Path, cmd.Version)
 	if err != nil {
 		return err
@@ -146,7 +169,30 @@ func (c *cmdCtx) delete(cmd *Command) error {
 	if n.stat.NumChildren > 0 {
 		return fmt.Errorf("%w: %s has %d", ErrNotEmpty, cmd.Path, n.stat.NumChildren)
 	}
+	foreign, err := c.checkOwner(cmd, cmd.Path, n, "delete")
+	if err != nil {
+		return err
+	}
+	if foreign {
+		// An admin removing another session's node: its owner loses it as
+		// on expiry (Lost, lock-delay).
+		c.lockCause = causeExpire
+		defer func() { c.lockCause = causeDelete }()
+	}
 	return c.removeNode(cmd.Path, n)
+}
+
+// authorize checks the command's identity for want on a client-named path
+// (validated first, so the error is about the path when it is bad).
+func (c *cmdCtx) authorize(p string, want Perm) error {
+	t := c.b.acl
+	if !t.enforced {
+		return nil
+	}
+	if err := ValidatePath(p, c.b.s.limits); err != nil {
+		return err
+	}
+	return t.check(c.identity, p, want)
 }
 
 // removeNode deletes a childless node and updates its parent and session.
@@ -175,6 +221,9 @@ func (c *cmdCtx) removeNode(p string, n *node) error {
 }
 
 func (c *cmdCtx) check(cmd *Command, r *Result) error {
+	if err := c.authorize(cmd.Path, PermRead); err != nil {
+		return err
+	}
 	n, err := c.existing(cmd.Path, cmd.Version)
 	if err != nil {
 		return err
