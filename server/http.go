@@ -30,6 +30,7 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/join", s.handleJoin)
 	mux.HandleFunc("POST /v1/remove", s.handleRemove)
 	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
+	s.memberRoutes(mux)
 	if s.faults != nil {
 		mux.HandleFunc("GET /v1/faults", s.handleFaults)
 		mux.HandleFunc("POST /v1/faults", s.handleFaults)

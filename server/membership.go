@@ -46,9 +46,15 @@ type memberState struct {
 	mu       sync.Mutex
 	leader   string // leader id the loop last acted on
 	inConfig bool   // this member has appeared in a raft configuration
+
+	removedC    chan struct{} // closed when this member learns it was removed
+	removedOnce sync.Once
 }
 
-func (m *memberState) init() { m.wakeC = make(chan struct{}, 1) }
+func (m *memberState) init() {
+	m.wakeC = make(chan struct{}, 1)
+	m.removedC = make(chan struct{})
+}
 
 // wake asks the loop to re-check now.
 func (m *memberState) wake() {
@@ -186,7 +192,9 @@ func (s *Server) addMember(ctx context.Context, req joinRequest) error {
 		switch {
 		case string(srv.ID) == req.ID:
 			known = true
-			exact = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage == raft.Voter
+			// A learner joining at its address stays a learner: only
+			// Promote makes it a voter.
+			exact = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage != raft.Staging
 		case srv.Address == raft.ServerAddress(req.RaftAddr) && !req.UpdateOnly:
 			// Another identity at this address is a previous incarnation.
 			s.log.Info("removing member that held the joiner's address", "old", srv.ID, "new", req.ID)
@@ -349,6 +357,14 @@ func (s *Server) registerOnce() error {
 	}
 	everIn := s.member.inConfig
 	s.member.mu.Unlock()
+	if everIn && lid == "" {
+		// A member removed while it was cut off never hears of it: its
+		// configuration still names it, and no leader answers it.
+		if s.checkRemoved(ctx) {
+			return nil
+		}
+		return errPending // keep asking while no leader is known
+	}
 
 	req := joinRequest{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr}
 	if !inConfig {

@@ -295,8 +295,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		s.Close()
 		return 1
 	}
-	<-ctx.Done()
-	logger.Info("shutting down")
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case <-s.Removed():
+		logger.Error("shutting down: this member was removed from the cluster; to bring it back, delete its data dir and start it with --join")
+	}
 	if err := s.Close(); err != nil {
 		logger.Error("shutdown", "err", err)
 		return 1

@@ -125,3 +125,43 @@ func (b Build) String() string {
 	}
 	return fmt.Sprintf("%s (%s %s/%s)", s, b.GoVersion, b.OS, b.Arch)
 }
+
+// AddMemberRequest is the body of POST /v1/members/add: put a member into
+// the raft configuration before (or while) its latchd starts with --join.
+type AddMemberRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	// Learner adds a non-voter: it receives the log but does not count
+	// for quorum or elections until promoted.
+	Learner bool `json:"learner,omitempty"`
+}
+
+// MemberRequest is the body of POST /v1/members/promote and /v1/remove.
+type MemberRequest struct {
+	ID string `json:"id"`
+}
+
+// MembersReply is the answer of GET /v1/members and of a membership change.
+type MembersReply struct {
+	Members []MemberStatus `json:"members"`
+	// Warning is set when the configuration deserves a second look (an
+	// even number of voters).
+	Warning string `json:"warning,omitempty"`
+}
+
+// VoterWarning returns what an operator should hear about the voters of
+// members, or "". An even number of voters tolerates no more failures than
+// one voter fewer, and a split into two halves leaves neither a majority.
+func VoterWarning(members []MemberStatus) string {
+	voters := 0
+	for _, m := range members {
+		if m.Suffrage == "voter" {
+			voters++
+		}
+	}
+	if voters > 0 && voters%2 == 0 {
+		return fmt.Sprintf("%d voters: an even number tolerates no more failures than %d (a majority is %d); add or remove one voter, or add members as learners",
+			voters, voters-1, voters/2+1)
+	}
+	return ""
+}
