@@ -18,9 +18,6 @@ const (
 	// with many sessions floods a struggling leader.
 	minKeepaliveRetry = 10 * time.Millisecond
 	maxKeepaliveRetry = time.Second
-	// maxKeepaliveBatch bounds the sessions of one batched KeepAlive,
-	// keeping both frames far below the frame limit.
-	maxKeepaliveBatch = 1024
 )
 
 // wakeKeepalive makes the keepalive loop look at the sessions now.
@@ -133,7 +130,7 @@ func (c *Client) renew(l *link, due []*Session) {
 	var wg sync.WaitGroup
 	batch := 1
 	if l.features&session.FeatureKeepAliveBatch != 0 {
-		batch = maxKeepaliveBatch
+		batch = session.MaxKeepAliveBatch
 	}
 	for len(due) > 0 {
 		n := min(batch, len(due))

@@ -15,9 +15,6 @@ import (
 // secretLen is the size of a session secret: 128 random bits.
 const secretLen = 16
 
-// maxKeepAliveBatch bounds the sessions one KeepAlive may renew.
-const maxKeepAliveBatch = 16384
-
 // grantTTL clamps a client's TTL wish into [MinSessionTTL, MaxSessionTTL]
 // (ZooKeeper's negotiation): the client learns the granted TTL from the
 // answer. 0 asks for the server's choice, the middle of the range kept at
@@ -116,8 +113,8 @@ func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request
 		}
 		return &session.Response{TTLMillis: ttl.Milliseconds()}, nil
 	}
-	if len(req.Sessions) >= maxKeepAliveBatch {
-		return nil, fmt.Errorf("%w: %d sessions in one keepalive, max %d", session.ErrMalformed, len(req.Sessions)+1, maxKeepAliveBatch)
+	if len(req.Sessions) >= session.MaxKeepAliveBatch {
+		return nil, fmt.Errorf("%w: %d sessions in one keepalive, max %d", session.ErrMalformed, len(req.Sessions)+1, session.MaxKeepAliveBatch)
 	}
 	resp := &session.Response{KeepAlives: make([]session.KeepAliveResult, 0, len(req.Sessions)+1)}
 	for _, id := range append([]uint64{req.Session}, req.Sessions...) {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +257,83 @@ func TestFrontStreamsEnd(t *testing.T) {
 		return nil
 	})
 	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/"})
+}
+
+// A 1.1 MB frame holding a Multi of 1.1 million nil ops decoded into ~373
+// MB before the op limit was checked, and it did so before Hello; eight at
+// once killed a member. Decoding is now bounded by the frame: each is
+// refused as malformed, and together they cost a small multiple of their
+// size.
+func TestFrontDecodeAmplification(t *testing.T) {
+	fc := startFront(t, 1, nil)
+	const ops = 1_100_000
+	body := []byte{0x82, 0xa1, 't', byte(session.MsgMulti), 0xa3, 'o', 'p', 's', 0xdd}
+	body = binary.BigEndian.AppendUint32(body, ops)
+	body = append(body, make([]byte, ops)...)
+	for i := range ops {
+		body[len(body)-ops+i] = 0xc0 // nil
+	}
+	frame := append(header(uint32(len(body))), body...)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	errs := make(chan error, 8)
+	conns := make([]*session.Conn, 8)
+	for i := range conns {
+		conns[i] = fc.dialRaw(0) // no Hello: the frame is the first thing sent
+		go func() {
+			resp, err := rawStream(t, conns[i], frame)
+			if err == nil {
+				err = resp.Err()
+			}
+			errs <- err
+		}()
+	}
+	for _, conn := range conns {
+		// Malformed before Hello: the answer says so, or the server has
+		// already closed the connection as a protocol violation.
+		if err := <-errs; !errors.Is(err, session.ErrMalformed) {
+			if code := closedWith(t, conn); code != session.ConnProtocol {
+				t.Errorf("amplifying frame before hello: %v, closed with %d", err, code)
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// The frames themselves are 8.8 MB, read and copied on both sides.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 160<<20 {
+		t.Fatalf("8 amplifying frames allocated %d MiB", grew>>20)
+	}
+}
+
+// A KeepAlive naming 16,383 unknown sessions got a 1.9 MB answer, beyond
+// the client's frame limit. A batch is capped at session.MaxKeepAliveBatch
+// and a full batch of failures fits a frame.
+func TestFrontKeepAliveBatchBounded(t *testing.T) {
+	fc := startFront(t, 1, nil)
+	conn := fc.dial(0)
+	unknown := func(n int) []uint64 {
+		ids := make([]uint64, n)
+		for i := range ids {
+			ids[i] = math.MaxUint64 - uint64(i) // the longest ids in the messages
+		}
+		return ids
+	}
+	resp := call(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: math.MaxUint64, Sessions: unknown(16383)})
+	if err := resp.Err(); !errors.Is(err, session.ErrMalformed) || !strings.Contains(err.Error(), fmt.Sprint(session.MaxKeepAliveBatch)) {
+		t.Fatalf("16,384-session keepalive: %v, want ErrMalformed naming the cap", err)
+	}
+	resp = call(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: math.MaxUint64, Sessions: unknown(session.MaxKeepAliveBatch - 1)})
+	if resp.Err() != nil || len(resp.KeepAlives) != session.MaxKeepAliveBatch {
+		t.Fatalf("full batch: %v, %d results", resp.Err(), len(resp.KeepAlives))
+	}
+	for _, r := range resp.KeepAlives {
+		if !errors.Is(r.Err(), session.ErrUnknownSession) {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	frame, err := session.EncodeResponse(resp)
+	if err != nil || len(frame) > session.DefaultMaxFrameSize/4 {
+		t.Fatalf("full batch answer is %d bytes (%v), want well below %d", len(frame), err, session.DefaultMaxFrameSize)
+	}
 }

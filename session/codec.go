@@ -11,6 +11,9 @@ import (
 // here and never written again, so sharing it across goroutines is safe.
 var handle = newHandle()
 
+// maxDecodeDepth bounds nesting: our messages nest at most four levels.
+const maxDecodeDepth = 16
+
 func newHandle() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	// A hostile length prefix inside a message must not make the decoder
@@ -18,7 +21,7 @@ func newHandle() *codec.MsgpackHandle {
 	h.MaxInitLen = 1024
 	// Our messages nest at most four levels; a bound far below the default
 	// keeps a frame of nested array headers from recursing a million deep.
-	h.MaxDepth = 16
+	h.MaxDepth = maxDecodeDepth
 	return h
 }
 
@@ -82,6 +85,9 @@ func putEncoder(e *encoder) {
 func decodeBody(body []byte, v any) (err error) {
 	if len(body) == 0 {
 		return fmt.Errorf("%w: empty frame", ErrMalformed)
+	}
+	if err := checkDecodeCost(body, v); err != nil {
+		return err
 	}
 	d := decPool.Get().(*decoder)
 	defer func() {

@@ -257,6 +257,11 @@ type Request struct {
 	Sessions []uint64 `codec:"ss,omitempty"`
 }
 
+// MaxKeepAliveBatch is the most sessions one KeepAlive may renew (Session
+// plus Sessions). It keeps the answer, one result per session, far below
+// the default frame limit: a larger batch is refused with ErrMalformed.
+const MaxKeepAliveBatch = 1024
+
 // Feature is a bitmask of optional protocol features a server announces
 // in its Hello answer, so a client uses them only where they are served.
 type Feature uint64
