@@ -36,7 +36,7 @@ func nilOps(count int) []byte {
 func TestDecodeWorkBoundedByFrame(t *testing.T) {
 	cases := map[string][]byte{
 		// 1.1 MB of nil ops: 373 MB decoded before the 128-op check.
-		"nil ops":      nilOps(1_100_000),
+		"nil ops":     nilOps(1_100_000),
 		"empty names": append([]byte{0x81, 0xa2, 'n', 's', 0xdd, 0, 0x10, 0, 0}, bytes.Repeat([]byte{0xa0}, 1<<20)...),
 	}
 	for name, body := range cases {

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,11 +31,20 @@ while "latch lock /jobs/nightly" holds, and the other way round.
 
 --timeout bounds the wait for the lock (default: wait until interrupted).
 --ttl is the lock's session TTL: when latch dies without releasing, the lock
-is free again after that much time plus the lock-delay. If the lock is lost
-while COMMAND runs (the session expired), COMMAND gets SIGTERM and, after
---kill-after, SIGKILL, and latch exits with status 1. SIGINT or SIGTERM to
-latch is passed on to COMMAND. COMMAND runs in its own process group, which
-those signals reach.`,
+is free again after that much time plus the lock-delay; COMMAND dies with
+latch (the kernel kills it when latch is killed). If the lock is lost while
+COMMAND runs (the session expired), COMMAND gets SIGTERM and, after
+--kill-after, SIGKILL, and latch exits with status 1. SIGINT, SIGTERM or
+SIGHUP to latch is passed on to COMMAND. COMMAND runs in its own process
+group, which those signals reach; when latch runs in the foreground of a
+terminal, that group gets the terminal (an interactive COMMAND works, and
+Ctrl-C goes to it).
+
+Exit status: COMMAND's; 128+N when it died of signal N (130 for Ctrl-C);
+127 when COMMAND is not found (126: not executable), without taking the
+lock; 130 when interrupted while waiting for the lock; 1 on other errors.
+When latch lock created PATH (or its missing parents) and they are empty
+after the release, it removes them.`,
 		minArgs: 2, maxArgs: -1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			shared := fs.Bool("shared", false, "take the lock shared: other shared holders run at the same time")
@@ -87,6 +100,42 @@ type heldLock interface {
 }
 
 func (o *lockRun) run(ctx context.Context, e *env) error {
+	// Resolve the command before taking the lock, and fail as shells do.
+	if _, err := exec.LookPath(o.argv[0]); err != nil {
+		fmt.Fprintf(e.stderr, "latch: %s: %v\n", o.argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return exitStatus(127)
+		}
+		return exitStatus(126)
+	}
+	// The signal latch gets is passed on as it is (a Ctrl-C is a SIGINT to
+	// the command, which shells report as 130, not a SIGTERM's 143).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// ctx ends on those signals, and only after the signal is recorded
+	// (main's own signal context would race with it).
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var got atomic.Value // the first signal received
+	go func() {
+		select {
+		case sig := <-sigs:
+			got.Store(sig)
+			stop()
+			for sig := range sigs {
+				got.Store(sig)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	signalled := func() (syscall.Signal, bool) {
+		sig, ok := got.Load().(os.Signal)
+		if !ok {
+			return 0, false
+		}
+		return sig.(syscall.Signal), true
+	}
 	setup, cancel := e.withTimeout(ctx)
 	c, err := e.client(setup)
 	cancel()
@@ -114,13 +163,20 @@ func (o *lockRun) run(ctx context.Context, e *env) error {
 		defer cancel()
 	}
 	if err := lock(wctx); err != nil {
+		if sig, ok := signalled(); ok {
+			fmt.Fprintf(e.stderr, "latch: lock %s: interrupted (%v) while waiting\n", o.path, sig)
+			return exitStatus(128 + int(sig))
+		}
 		return fmt.Errorf("latch: lock %s: %w", o.path, err)
 	}
-	status, runErr := o.runCommand(ctx, e, held, node())
+	rev := revisionOf(held)
+	status, runErr := o.runCommand(ctx, e, held, node(), signalled)
 	rctx, rcancel := context.WithTimeout(context.Background(), e.g.timeout)
 	defer rcancel()
 	if err := unlock(rctx); err != nil && runErr == nil && !errors.Is(err, client.ErrLockLost) {
 		runErr = fmt.Errorf("latch: release %s: %w", o.path, err)
+	} else if err == nil {
+		removeCreated(rctx, c, o.path, rev)
 	}
 	if runErr != nil {
 		return runErr
@@ -131,9 +187,42 @@ func (o *lockRun) run(ctx context.Context, e *env) error {
 	return nil
 }
 
+// revisionOf is the held request's revision: nodes created by the same
+// command were created by this `latch lock`.
+func revisionOf(held heldLock) uint64 {
+	if r, ok := held.(interface{ Revision() uint64 }); ok {
+		return r.Revision()
+	}
+	return 0
+}
+
+// removeCreated deletes path and its ancestors that the lock request (at
+// revision rev) created, while they are empty: a lock path latch lock made
+// does not stay behind. Each delete is conditional on the version seen, and
+// anything else (a child appeared, someone changed it) leaves it.
+func removeCreated(ctx context.Context, c *client.Client, path string, rev uint64) {
+	for p := path; rev != 0 && p != "/"; p = parentPath(p) {
+		st, err := c.Stat(ctx, p)
+		if err != nil || st.CreateRev != rev || st.NumChildren != 0 {
+			return
+		}
+		if err := c.Delete(ctx, p, client.WithVersion(st.Version)); err != nil {
+			return
+		}
+	}
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
 // runCommand runs the command while the lock is held and returns its exit
 // status. A lost lock stops it and is the error.
-func (o *lockRun) runCommand(ctx context.Context, e *env, held heldLock, node string) (int, error) {
+func (o *lockRun) runCommand(ctx context.Context, e *env, held heldLock, node string, signalled func() (syscall.Signal, bool)) (int, error) {
 	sq := held.Sequencer()
 	cmd := exec.Command(o.argv[0], o.argv[1:]...)
 	cmd.Env = append(os.Environ(),
@@ -143,9 +232,14 @@ func (o *lockRun) runCommand(ctx context.Context, e *env, held heldLock, node st
 		"LATCH_SESSION="+strconv.FormatUint(sq.Session, 10),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	attr, foreground := childAttr()
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("latch: run %s: %w", o.argv[0], err)
+		fmt.Fprintf(e.stderr, "latch: run %s: %v\n", o.argv[0], err)
+		return 126, nil
+	}
+	if foreground {
+		defer reclaimTerminal()
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -175,7 +269,11 @@ func (o *lockRun) runCommand(ctx context.Context, e *env, held heldLock, node st
 			kill = time.After(o.killAfter)
 		case <-interrupted:
 			interrupted = nil
-			group(syscall.SIGTERM)
+			sig, ok := signalled()
+			if !ok {
+				sig = syscall.SIGTERM
+			}
+			group(sig)
 			kill = time.After(o.killAfter)
 		case <-kill:
 			group(syscall.SIGKILL)
