@@ -400,7 +400,7 @@ func (c *cmdCtx) aclBootstrap(cmd *Command) error {
 		return fmt.Errorf("%w: unknown default rights %#x", ErrBadRule, uint8(cmd.ACLDefault))
 	}
 	for _, r := range cmd.ACL {
-		if err := ValidateRule(r, c.b.s.limits); err != nil {
+		if err := ValidateRule(r, c.limits()); err != nil {
 			return err
 		}
 	}
@@ -424,11 +424,11 @@ func (c *cmdCtx) aclChange(cmd *Command, remove bool) error {
 	if len(cmd.ACL) == 0 {
 		return fmt.Errorf("%w: no rules", ErrBadRule)
 	}
-	if len(cmd.ACL) > c.b.s.limits.MaxMultiOps {
-		return fmt.Errorf("%w: %d rules in one change > %d", ErrTooManyOps, len(cmd.ACL), c.b.s.limits.MaxMultiOps)
+	if len(cmd.ACL) > c.limits().MaxMultiOps {
+		return fmt.Errorf("%w: %d rules in one change > %d", ErrTooManyOps, len(cmd.ACL), c.limits().MaxMultiOps)
 	}
 	for _, r := range cmd.ACL {
-		if err := ValidateRule(r, c.b.s.limits); err != nil {
+		if err := ValidateRule(r, c.limits()); err != nil {
 			return err
 		}
 		if err := t.check(cmd.Identity, r.Prefix, PermAdmin); err != nil {

@@ -60,11 +60,12 @@ type batch struct {
 	clock   int64
 	pending []*Result // results of the commands in txn, failed on a commit error
 
-	acl *aclTable // the rules as of the last successful command; published on commit
+	acl    *aclTable      // the rules as of the last successful command; published on commit
+	limits *limitsInForce // the settings the next command runs under; published on commit
 }
 
 func (s *Store) newBatch() *batch {
-	b := &batch{s: s, applied: s.applied.Load(), clock: s.clock, acl: s.acl.Load()}
+	b := &batch{s: s, applied: s.applied.Load(), clock: s.clock, acl: s.acl.Load(), limits: s.limits.Load()}
 	switch {
 	case s.closed.Load():
 		b.err = ErrClosed
@@ -95,6 +96,9 @@ func (b *batch) add(c *cmdCtx, r *Result) {
 	if c.aclNext != nil {
 		b.acl = c.aclNext
 	}
+	if c.newLimits != nil {
+		b.limits = c.newLimits
+	}
 }
 
 // commit writes the meta keys and commits the transaction.
@@ -123,6 +127,7 @@ func (b *batch) commit() {
 	b.s.applied.Store(b.applied)
 	b.s.clock = b.clock
 	b.s.acl.Store(b.acl)
+	b.s.limits.Store(b.limits)
 	b.pending = b.pending[:0]
 	b.count, b.bytes = 0, 0
 }
@@ -171,8 +176,9 @@ type cmdCtx struct {
 
 	// identity is the command's Identity (a multi's for its ops); aclNext
 	// is the rule table an ACL op made, adopted when the command succeeds.
-	identity string
-	aclNext  *aclTable
+	identity  string
+	aclNext   *aclTable
+	newLimits *limitsInForce // set by a successful OpSetLimits
 }
 
 type overlayNode struct {
@@ -195,6 +201,7 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.lockOps = c.lockOps[:0]
 	c.lockCause = causeDelete
 	c.identity, c.aclNext = "", nil
+	c.newLimits = nil
 	c.clearOverlay()
 }
 
@@ -403,6 +410,8 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		err = c.aclChange(cmd, false)
 	case OpACLRemove:
 		err = c.aclChange(cmd, true)
+	case OpSetLimits:
+		err = c.setLimits(cmd)
 	default:
 		err = fmt.Errorf("%w: unknown op %d", ErrBadCommand, cmd.Op)
 	}

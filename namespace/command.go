@@ -33,6 +33,9 @@ const (
 	OpACLRemove    Op = 27 // Identity (admin on each prefix) removes the rules ACL
 )
 
+// Ops after OpLockRenew are explicit constants in per-workstream ranges
+// (settings.go: OpSetLimits = 15).
+
 var opNames = [...]string{
 	OpNoop:          "noop",
 	OpCreate:        "create",
@@ -52,6 +55,7 @@ var opNames = [...]string{
 	OpACLBootstrap:  "acl-bootstrap",
 	OpACLSet:        "acl-set",
 	OpACLRemove:     "acl-remove",
+	OpSetLimits:     "set-limits",
 }
 
 func (o Op) String() string {
@@ -109,6 +113,8 @@ type Command struct {
 	// default rights.
 	ACL        []ACLRule `codec:"acl,omitempty"`
 	ACLDefault Perm      `codec:"acl_d,omitempty"`
+	// OpSetLimits: the complete new cluster settings (settings.go).
+	Limits *Limits `codec:"st_lim,omitempty"`
 }
 
 // Member is one cluster member's addresses, kept in the namespace so that

@@ -80,7 +80,8 @@
 //	                      phantom end; key order is queue order
 //	'a' identity 0x00 prefix   ACL rule: rights (one byte)
 //	'x' "applied"/"clock" meta: last applied index, monotonic clock (BE);
-//	    "acl": format, default rights (present once ACLs are enforced)
+//	    "acl": format, default rights (present once ACLs are enforced);
+//	    "limits": the cluster settings in force and their revision
 //
 // Values use a hand-written varint encoding: deterministic (no maps), and
 // cheaper than reflection on the hot path.
@@ -116,11 +117,50 @@
 // ErrStorage, and the server must stop. A Restore that fails after dropping
 // the old state leaves the store broken until a Restore succeeds.
 //
+// # Cluster settings
+//
+// Apply never reads a clock or a member's configuration: every number
+// that shapes an outcome (which command fails, which request is granted
+// and so which token it gets, how long a lock-delay lasts) is a cluster
+// setting, a field of Limits, replicated through the log (settings.go):
+//
+//   - OpSetLimits{Limits: &l, Version: v} replaces the settings whole. v is
+//     the revision of the settings it was based on (Store.LimitsRevision;
+//     0 when no command ever set them) or AnyVersion; a stale v fails with
+//     ErrBadVersion. The record ('x' "limits": the revision and the
+//     settings, msgpack by field tag) is written with the command's
+//     effects, so it is in snapshots, Dump and restarts like any state.
+//   - A change takes effect at the next command, in the same batch too;
+//     reads see it once the batch commits (Store.Limits).
+//   - Until a command sets them a store enforces Config.Limits, which a
+//     replicated store leaves zero (DefaultLimits: a constant, the same on
+//     every member). The server's first leader records its own configured
+//     limits with Version 0 before it serves (server/settings.go), so a
+//     cluster runs under the limits its founders were started with; later
+//     members' flags are ignored (and logged) and an operator changes the
+//     settings through the admin API (PUT /v1/limits).
+//   - Request defaults resolve in Apply from the settings (a lock request
+//     with LockDelayMillis 0 takes DefaultLockDelayMillis, capped at
+//     MaxLockDelayMillis), so they are the same on every member; whatever
+//     depends on a member instead (its clock, its session TTL bounds) the
+//     leader writes into the command before proposing it.
+//
+// To add a setting: add a field to Limits with a new codec tag and a json
+// name, its default in DefaultLimits and its bounds in Limits.Validate,
+// and read it in Apply through cmdCtx.limits() (reads outside Apply use
+// Store.Limits()). A record written before the field existed decodes with
+// the default (records decode over DefaultLimits), so no migration is
+// needed; a member that does not know the field refuses the command that
+// carries it (DecodeEntry) instead of ignoring it. Give it a latchd flag
+// only as a bootstrap value, next to --lock-delay.
+//
 // # Adding ops
 //
-// Append Op and EventType values (never renumber), add fields at the end
-// of Command with new short codec tags and omitempty, add a case to
-// cmdCtx.apply and a file with the op functions. An op reads and writes
+// Append Op and EventType values (never renumber): ops after OpLockRenew
+// are explicit constants in each workstream's range, with an opNames
+// entry. Add fields at the end of Command with new codec tags (prefixed
+// by area) and omitempty, add a case to cmdCtx.apply and a file with the
+// op functions. An op reads and writes
 // only through cmdCtx (node, putNode, getRaw, putRaw, deleteRaw, emit), so
 // failure atomicity, multi and batching come for free.
 //
@@ -165,8 +205,9 @@
 //     LockQueue and Dump, not by Lock) until leader time delay-end, and
 //     conflicting requests wait for it. Release, cancel, session close and
 //     a plain OpDelete of the node apply none. The delay is the request's
-//     LockDelayMillis, else Limits.DefaultLockDelayMillis (5 s), capped at
-//     Limits.MaxLockDelayMillis (60 s); NoLockDelay turns it off.
+//     LockDelayMillis, else the cluster setting DefaultLockDelayMillis (5 s
+//     unless set otherwise), capped at MaxLockDelayMillis (60 s);
+//     NoLockDelay turns it off.
 //   - Events: a held lock that goes away reports EventLockReleased (release,
 //     cancel, session close) or EventLockLost (session expiry, hold TTL,
 //     OpDelete of its node), after the node's Deleted event. A waiter that

@@ -31,6 +31,19 @@ func (s *Store) Dump(w io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(bw, "applied=%d clock=%d\n", applied, int64(clock))
+		if item, err := txn.Get(metaLimits); err == nil {
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			r, err := decodeLimitsRecord(v)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(bw, "limits rev=%d %+v\n", r.Rev, r.Limits)
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
 		root, err := readNode(txn, "/")
 		if err != nil {
 			return err

@@ -2,28 +2,32 @@ package namespace
 
 import "fmt"
 
-// Limits bound what a single command may carry. Every member of a cluster
-// must use the same Limits: they decide which commands fail, so differing
-// limits would make replicas diverge.
+// Limits are the cluster settings: every number that shapes what Apply
+// decides (which commands fail, which grant, how long a lock-delay is).
+// They are replicated (settings.go): OpSetLimits changes them through the
+// log, so every member enforces the same limits at the same index. The
+// tags are a storage format (log entries and the stored record): never
+// change them; a new setting gets a new tag and a default in
+// DefaultLimits.
 type Limits struct {
-	MaxPathBytes    int // longest path in bytes (default 1024)
-	MaxDepth        int // most path components (default 64)
-	MaxDataBytes    int // largest node data (default 64 KiB)
-	MaxMultiOps     int // most ops in one OpMulti (default 128)
-	MaxChildrenPage int // most names one Children call returns (default 1000)
+	MaxPathBytes    int `codec:"path" json:"max_path_bytes"`    // longest path in bytes (default 1024)
+	MaxDepth        int `codec:"depth" json:"max_depth"`        // most path components (default 64)
+	MaxDataBytes    int `codec:"data" json:"max_data_bytes"`    // largest node data (default 64 KiB)
+	MaxMultiOps     int `codec:"multi" json:"max_multi_ops"`    // most ops in one OpMulti (default 128)
+	MaxChildrenPage int `codec:"page" json:"max_children_page"` // most names one Children call returns (default 1000)
 
 	// MaxLockBatch is the most lock grants, and the most lock timers, one
 	// command processes (default 1000); the rest follow on the next command
 	// (NextTimer asks for a tick at once). It keeps a release that frees
 	// thousands of readers inside one badger transaction.
-	MaxLockBatch int
+	MaxLockBatch int `codec:"lockbatch" json:"max_lock_batch"`
 	// DefaultLockDelayMillis is the lock-delay of a request that names
 	// none (default 5000): how long a lock whose holder was lost (session
 	// expired, hold TTL passed) stays unavailable. 0 turns it off.
-	DefaultLockDelayMillis int64
+	DefaultLockDelayMillis int64 `codec:"lockdelay" json:"default_lock_delay_ms"`
 	// MaxLockDelayMillis caps the lock-delay a request may ask for
 	// (default 60000, Chubby's bound).
-	MaxLockDelayMillis int64
+	MaxLockDelayMillis int64 `codec:"maxlockdelay" json:"max_lock_delay_ms"`
 }
 
 // DefaultLimits returns the limits DESIGN.md names as defaults.

@@ -109,7 +109,7 @@ func (c *cmdCtx) locks() *lockIndex { return c.b.s.locks }
 // Path/lock-x-NNNNNNNNNN (lock-s- when shared), ephemeral and owned by the
 // session, holding cmd.Data.
 func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
-	l := c.b.s.limits
+	l := c.limits()
 	switch {
 	case cmd.Mode != LockExclusive && cmd.Mode != LockShared:
 		return fmt.Errorf("%w: lock mode %d", ErrBadCommand, cmd.Mode)
@@ -201,7 +201,7 @@ func (ix *lockIndex) ownConflict(session uint64, path string, mode LockMode) *lo
 
 // ownedRequest finds the live request at node that session owns.
 func (c *cmdCtx) ownedRequest(cmd *Command) (*lockReq, error) {
-	if err := ValidatePath(cmd.Path, c.b.s.limits); err != nil {
+	if err := ValidatePath(cmd.Path, c.limits()); err != nil {
 		return nil, err
 	}
 	q := c.locks().byNode[cmd.Path]
@@ -301,7 +301,7 @@ func (c *cmdCtx) fireLockTimers() error {
 	var due []*lockReq
 	phantomBytes := int64(0) // a phantom's removal writes only when ops apply
 	ix.timers.ascend(setKey{}, func(k setKey, q *lockReq) bool {
-		if keyTime(k) > c.now || len(due) == c.b.s.limits.MaxLockBatch {
+		if keyTime(k) > c.now || len(due) == c.limits().MaxLockBatch {
 			return false
 		}
 		due = append(due, q)
@@ -362,7 +362,7 @@ func (c *cmdCtx) finishLocks(r *Result) {
 	if ix.pending.len() > 0 {
 		ix.mu.Lock()
 		spent := 0
-		for n := 0; n < c.b.s.limits.MaxLockBatch && spent < lockWorkBytes; n++ {
+		for n := 0; n < c.limits().MaxLockBatch && spent < lockWorkBytes; n++ {
 			_, q, ok := ix.pending.min()
 			if !ok {
 				break

@@ -25,7 +25,7 @@ func (s *Store) readLocks(fn func(ix *lockIndex) error) error {
 // Lock describes the live lock request whose node is node; phantoms have
 // no node and are only listed by LockQueue.
 func (s *Store) Lock(node string) (LockInfo, error) {
-	if err := ValidatePath(node, s.limits); err != nil {
+	if err := ValidatePath(node, s.Limits()); err != nil {
 		return LockInfo{}, err
 	}
 	var info LockInfo
@@ -44,7 +44,7 @@ func (s *Store) Lock(node string) (LockInfo, error) {
 // (revision) order; the granted ones come first. It is empty when nobody
 // locks path.
 func (s *Store) LockQueue(path string) ([]LockInfo, error) {
-	if err := ValidatePath(path, s.limits); err != nil {
+	if err := ValidatePath(path, s.Limits()); err != nil {
 		return nil, err
 	}
 	var out []LockInfo
@@ -63,7 +63,7 @@ func (s *Store) LockQueue(path string) ([]LockInfo, error) {
 // granted with token: what a resource server asks before it acts on a
 // request carrying that sequencer. A phantom no longer holds.
 func (s *Store) CheckSequencer(path string, mode LockMode, token uint64, session uint64) (bool, error) {
-	if err := ValidatePath(path, s.limits); err != nil {
+	if err := ValidatePath(path, s.Limits()); err != nil {
 		return false, err
 	}
 	if mode != LockExclusive && mode != LockShared {

@@ -8,8 +8,8 @@ import "fmt"
 // Results has one entry per op; on failure only the failing op's entry is
 // set, with its Err.
 func (c *cmdCtx) multi(cmd *Command, r *Result) error {
-	if len(cmd.Ops) > c.b.s.limits.MaxMultiOps {
-		return fmt.Errorf("%w: %d > %d", ErrTooManyOps, len(cmd.Ops), c.b.s.limits.MaxMultiOps)
+	if len(cmd.Ops) > c.limits().MaxMultiOps {
+		return fmt.Errorf("%w: %d > %d", ErrTooManyOps, len(cmd.Ops), c.limits().MaxMultiOps)
 	}
 	r.Results = make([]Result, len(cmd.Ops))
 	for i := range cmd.Ops {

@@ -66,7 +66,7 @@ func readNode(txn *badger.Txn, p string) (*node, error) {
 }
 
 func (s *Store) readNode(p string) (*node, error) {
-	if err := ValidatePath(p, s.limits); err != nil {
+	if err := ValidatePath(p, s.Limits()); err != nil {
 		return nil, err
 	}
 	var n *node
@@ -112,11 +112,11 @@ func (s *Store) Exists(path string) (bool, Stat, error) {
 // Limits.MaxChildrenPage means MaxChildrenPage); more reports whether
 // further names follow.
 func (s *Store) Children(path, after string, limit int) (names []string, more bool, err error) {
-	if err := ValidatePath(path, s.limits); err != nil {
+	if err := ValidatePath(path, s.Limits()); err != nil {
 		return nil, false, err
 	}
-	if limit <= 0 || limit > s.limits.MaxChildrenPage {
-		limit = s.limits.MaxChildrenPage
+	if limit <= 0 || limit > s.Limits().MaxChildrenPage {
+		limit = s.Limits().MaxChildrenPage
 	}
 	err = s.view(func(txn *badger.Txn) error {
 		if _, err := txn.Get(nodeKey(path)); errors.Is(err, badger.ErrKeyNotFound) {

@@ -163,6 +163,10 @@ func (s *Store) Restore(r io.Reader) error {
 		s.broken = err
 		return err
 	}
+	if err := s.loadLimits(); err != nil {
+		s.broken = err
+		return err
+	}
 	if err := s.loadLocks(); err != nil {
 		s.broken = err
 		return err

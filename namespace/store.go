@@ -19,8 +19,10 @@ type Config struct {
 	// Dir is the badger directory; created when missing. Required unless
 	// InMemory.
 	Dir string
-	// Limits bound commands; the zero value means DefaultLimits(). Every
-	// member of a cluster must use the same limits.
+	// Limits are the settings a store enforces until a command sets them
+	// (OpSetLimits); the zero value means DefaultLimits(). A replicated
+	// store must leave it zero: every member has to start from the same
+	// settings, and the cluster changes them only through the log.
 	Limits Limits
 	// InMemory keeps everything in memory; for tests only.
 	InMemory bool
@@ -45,8 +47,12 @@ func (c Config) Validate() error {
 // ApplyBatch and Restore must be called from one goroutine at a time (the
 // raft FSM); reads may run concurrently with them.
 type Store struct {
-	db     *badger.DB
-	limits Limits
+	db *badger.DB
+	// initLimits are Config.Limits, in force while no command has set
+	// the settings; limits are the settings in force as of the last
+	// committed batch (settings.go).
+	initLimits Limits
+	limits     atomic.Pointer[limitsInForce]
 
 	// Transaction budget, half of what badger accepts, so that estimates
 	// never trip ErrTxnTooBig halfway through a command's writes.
@@ -146,12 +152,16 @@ func Open(cfg Config) (*Store, error) {
 	maxBatch := memTableSize * 15 / 100 // badger's own limit per txn
 	s := &Store{
 		db:             db,
-		limits:         limits,
+		initLimits:     limits,
 		maxTxnBytes:    int64(maxBatch / 2),
 		maxTxnCount:    int64(maxBatch / 96 / 2), // 96: badger's skiplist node size
 		valueThreshold: valueThreshold,
 	}
 	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadLimits(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -246,8 +256,9 @@ func (s *Store) Apply(index uint64, leaderTime int64, cmd *Command) *Result {
 // AppliedIndex is the index of the last applied entry.
 func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
-// Limits returns the limits the store enforces.
-func (s *Store) Limits() Limits { return s.limits }
+// Limits returns the cluster settings in force as of the last committed
+// batch.
+func (s *Store) Limits() Limits { return s.limits.Load().Limits }
 
 // Sync makes every applied entry durable; call it before a snapshot.
 func (s *Store) Sync() error {

@@ -15,7 +15,7 @@ func (c *cmdCtx) create(cmd *Command, r *Result) error { return c.createNode(cmd
 // request nodes, whose names are reserved for it. The ACL check is on the
 // final path.
 func (c *cmdCtx) createNode(cmd *Command, r *Result, lockOwn bool) error {
-	l := c.b.s.limits
+	l := c.limits()
 	if cmd.Flags&^(FlagEphemeral|FlagSequential) != 0 {
 		return fmt.Errorf("%w: unknown create flags %#x", ErrBadCommand, uint8(cmd.Flags))
 	}
@@ -114,7 +114,7 @@ func seqPath(prefix string, n int64) string {
 // existing returns the node at a validated path that must exist and match
 // version.
 func (c *cmdCtx) existing(p string, version int64) (*node, error) {
-	if err := ValidatePath(p, c.b.s.limits); err != nil {
+	if err := ValidatePath(p, c.limits()); err != nil {
 		return nil, err
 	}
 	n, err := c.node(p)
@@ -131,8 +131,8 @@ func (c *cmdCtx) existing(p string, version int64) (*node, error) {
 }
 
 func (c *cmdCtx) set(cmd *Command, r *Result) error {
-	if len(cmd.Data) > c.b.s.limits.MaxDataBytes {
-		return fmt.Errorf("%w: %d bytes > %d", ErrDataTooLarge, len(cmd.Data), c.b.s.limits.MaxDataBytes)
+	if len(cmd.Data) > c.limits().MaxDataBytes {
+		return fmt.Errorf("%w: %d bytes > %d", ErrDataTooLarge, len(cmd.Data), c.limits().MaxDataBytes)
 	}
 	if err := c.authorize(cmd.Path, PermWrite); err != nil {
 		return err
@@ -189,7 +189,7 @@ func (c *cmdCtx) authorize(p string, want Perm) error {
 	if !t.enforced {
 		return nil
 	}
-	if err := ValidatePath(p, c.b.s.limits); err != nil {
+	if err := ValidatePath(p, c.limits()); err != nil {
 		return err
 	}
 	return t.check(c.identity, p, want)

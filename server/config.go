@@ -56,7 +56,10 @@ type Config struct {
 	// Dev bootstraps a single-member cluster of this member alone.
 	Dev bool
 
-	// Limits bound commands; all members must agree.
+	// Limits are the cluster settings this member records when it is the
+	// first leader of a cluster that has none (settings.go). Once the log
+	// holds settings they win on every member; differing values here are
+	// ignored with a warning.
 	Limits namespace.Limits
 
 	// Raft timing. See hashicorp/raft's Config for meaning.

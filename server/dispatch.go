@@ -134,7 +134,7 @@ func (f *front) propose(ctx context.Context, cmd *namespace.Command) (*namespace
 // checkData refuses data the namespace would refuse, before it costs a log
 // entry.
 func (f *front) checkData(data []byte) error {
-	if max := f.s.cfg.Limits.MaxDataBytes; len(data) > max {
+	if max := f.s.store.Limits().MaxDataBytes; len(data) > max {
 		return fmt.Errorf("%w: %d bytes > %d", namespace.ErrDataTooLarge, len(data), max)
 	}
 	return nil
@@ -180,7 +180,7 @@ func (f *front) delete(ctx context.Context, _ *clientConn, req *session.Request)
 }
 
 func (f *front) multi(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
-	if max := f.s.cfg.Limits.MaxMultiOps; len(req.Ops) > max {
+	if max := f.s.store.Limits().MaxMultiOps; len(req.Ops) > max {
 		return nil, fmt.Errorf("%w: %d > %d", namespace.ErrTooManyOps, len(req.Ops), max)
 	}
 	cmd := &namespace.Command{Op: namespace.OpMulti, Ops: make([]namespace.Command, len(req.Ops))}

@@ -63,8 +63,14 @@
 //     releases the lock); a lost connection leaves it for the client to
 //     re-attach with MsgLock{Node}. The ready leader proposes OpNoop ticks
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
-//     end through the log. Lock-delay default and cap are
-//     Limits.DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//     end through the log. Lock-delay default and cap are the cluster
+//     settings DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//   - Cluster settings (settings.go): namespace.Limits are replicated. The
+//     first leader of a cluster that has none records its Config.Limits
+//     (OpSetLimits, conditional on there being none) before it becomes
+//     ready; afterwards a member's own Config.Limits are ignored, with a
+//     warning when they differ, and GET/PUT /v1/limits read and change
+//     the settings through the log.
 //   - An entry that does not decode is applied as an OpNoop; its grants
 //     and events reach the observers, and its proposer gets the decode
 //     error.

@@ -36,6 +36,11 @@ type fsm struct {
 	applied  uint64
 	changed  chan struct{} // closed and replaced whenever applied advances
 	restores atomic.Uint64 // snapshot installs, for Status and tests
+
+	// ownLimits are this member's configured limits, compared with the
+	// replicated settings whenever those change (limitsRev).
+	ownLimits namespace.Limits
+	limitsRev uint64
 }
 
 var (
@@ -108,10 +113,23 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
 	}
+	f.checkLimits()
 	if f.observer != nil && len(fresh) > 0 {
 		f.observer.Applied(fresh)
 	}
 	return out
+}
+
+// checkLimits logs a change of the replicated settings, and whether this
+// member's configuration disagrees with them.
+func (f *fsm) checkLimits() {
+	rev := f.store.LimitsRevision()
+	if rev == f.limitsRev {
+		return
+	}
+	f.limitsRev = rev
+	f.log.Info("cluster settings in force", "revision", rev, "limits", fmt.Sprintf("%+v", f.store.Limits()))
+	noteLimits(f.store, f.ownLimits, f.log)
 }
 
 func (f *fsm) advance(index uint64) {
@@ -171,6 +189,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.restores.Add(1)
+	f.checkLimits()
 	// The restored index may be below what was applied before (a user
 	// restore of an old snapshot); reset rather than advance.
 	f.mu.Lock()

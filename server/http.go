@@ -31,6 +31,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/remove", s.handleRemove)
 	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
 	s.memberRoutes(mux)
+	mux.HandleFunc("GET /v1/limits", s.handleGetLimits)
+	mux.HandleFunc("PUT /v1/limits", s.handlePutLimits)
 	if s.faults != nil {
 		mux.HandleFunc("GET /v1/faults", s.handleFaults)
 		mux.HandleFunc("POST /v1/faults", s.handleFaults)
@@ -164,6 +166,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		code, reply.Code, reply.LeaderID, reply.LeaderHTTP = http.StatusServiceUnavailable, "not_leader", nl.LeaderID, nl.LeaderHTTPAddr
 	case errors.Is(err, ErrBadRequest), errors.Is(err, namespace.ErrBadCommand):
 		code, reply.Code = http.StatusBadRequest, "bad_request"
+	case errors.Is(err, namespace.ErrBadVersion):
+		code, reply.Code = http.StatusConflict, "bad_version"
 	case errors.Is(err, namespace.ErrNoMember):
 		code, reply.Code = http.StatusNotFound, "no_member"
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrNotStarted), errors.Is(err, context.DeadlineExceeded):

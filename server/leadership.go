@@ -172,6 +172,18 @@ func (s *Server) reconcileLeadership() {
 		}
 		return
 	}
+	// A cluster without settings gets this member's before any client
+	// command runs under the built-in defaults.
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
+	err = s.bootstrapLimits(ctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("recording cluster settings failed; retrying", "term", cur, "err", err)
+		if ready {
+			s.leader.set(false, 0)
+		}
+		return
+	}
 	s.leader.set(true, cur)
 	s.log.Info("leader ready", "term", cur, "barrier", time.Since(start), "applied_index", s.fsmApplied())
 	s.member.wake()

@@ -27,9 +27,8 @@ package server
 //     that granted or lost a lock and runs only while this member is the
 //     ready leader.
 //
-// Lock-delay defaults and bounds are Config.Limits.DefaultLockDelayMillis
-// (5s) and MaxLockDelayMillis (60s); like every limit they must be equal
-// on all members.
+// Lock-delay defaults and bounds are the replicated cluster settings
+// DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s); settings.go.
 
 import (
 	"context"

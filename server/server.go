@@ -147,7 +147,7 @@ func (s *Server) open() error {
 	if s.logs, err = raft.NewLogCache(512, s.raftStore); err != nil {
 		return fmt.Errorf("latch: raft log cache: %w", err)
 	}
-	s.store, err = namespace.Open(namespace.Config{Dir: s.dir("fsm"), Limits: cfg.Limits, Logger: s.log})
+	s.store, err = namespace.Open(namespace.Config{Dir: s.dir("fsm"), Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -190,6 +190,8 @@ func (s *Server) open() error {
 	}
 	s.fsm = newFSM(s.store, cfg.Observer)
 	s.fsm.log = s.log
+	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
+	noteLimits(s.store, cfg.Limits, s.log)
 	if err := s.openFront(); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchE
 // cancels, the connection ends, a one-shot fired, or the watch fell behind
 // (a final Resync). Any member serves watches from its own applied log.
 func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
-	if err := namespace.ValidatePath(req.Path, f.s.cfg.Limits); err != nil {
+	if err := namespace.ValidatePath(req.Path, f.s.store.Limits()); err != nil {
 		return err
 	}
 	kind := req.Kind

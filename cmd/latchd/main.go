@@ -85,9 +85,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
 	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,
-		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise (same on every member)")
+		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
-		"the longest lock-delay a request may ask for (same on every member)")
+		"the longest lock-delay a request may ask for; a cluster setting like --lock-delay")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so 'latch chaos' can cut raft traffic (tests only: never in production)")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }

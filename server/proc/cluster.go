@@ -21,6 +21,13 @@ type Cluster struct {
 // and extra flags args, and waits until each answers /healthz.
 func StartCluster(t TB, n int, args ...string) *Cluster {
 	t.Helper()
+	return StartClusterEach(t, n, func(int) []string { return args })
+}
+
+// StartClusterEach is StartCluster with member i's extra flags from
+// args(i), for clusters whose members are configured differently.
+func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
+	t.Helper()
 	c := &Cluster{}
 	var err error
 	if c.Certs, err = session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls")); err != nil {
@@ -32,9 +39,9 @@ func StartCluster(t TB, n int, args ...string) *Cluster {
 		c.Nodes = append(c.Nodes, nd)
 		peers = append(peers, nd.ID+"="+nd.RaftAddr)
 	}
-	for _, nd := range c.Nodes {
+	for i, nd := range c.Nodes {
 		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
-			"--tls-cert", c.Certs.ServerCert, "--tls-key", c.Certs.ServerKey}, args...)
+			"--tls-cert", c.Certs.ServerCert, "--tls-key", c.Certs.ServerKey}, args(i)...)
 		nd.Start(t)
 	}
 	for _, nd := range c.Nodes {

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// Cluster settings (namespace/settings.go) are replicated: what a member's
+// Config.Limits (latchd's --lock-delay, --max-lock-delay, ...) says matters
+// only while the cluster has none. The first leader of such a cluster
+// records its Config.Limits through the log before it serves (a
+// conditional OpSetLimits, so of two racing first leaders only one wins);
+// from then on the replicated settings are in force on every member, a
+// member whose configuration differs logs that its own values are ignored,
+// and an operator changes them with PUT /v1/limits.
+
+// bootstrapLimits records Config.Limits as the cluster settings when no
+// command has set them yet. Only the leader calls it, before it is ready.
+func (s *Server) bootstrapLimits(ctx context.Context) error {
+	if s.store.LimitsRevision() != 0 {
+		return nil
+	}
+	l := s.cfg.Limits
+	res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpSetLimits, Version: 0, Limits: &l})
+	if err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	s.log.Info("cluster settings bootstrapped from this member's configuration", "revision", res.Index, "limits", fmt.Sprintf("%+v", l))
+	return nil
+}
+
+// SetLimits replaces the cluster settings through the log. version is the
+// revision of the settings the change was based on (LimitsRevision), or
+// namespace.AnyVersion; a stale one fails with namespace.ErrBadVersion.
+func (s *Server) SetLimits(ctx context.Context, l namespace.Limits, version int64) (uint64, error) {
+	if err := l.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpSetLimits, Version: version, Limits: &l})
+	if err != nil {
+		return 0, err
+	}
+	return res.Index, res.Err
+}
+
+// noteLimits logs the settings in force when they came from the log and
+// this member's configuration says otherwise, so an operator sees that a
+// changed flag had no effect.
+func noteLimits(s *namespace.Store, own namespace.Limits, log interface{ Warn(string, ...any) }) {
+	rev := s.LimitsRevision()
+	if rev == 0 {
+		return
+	}
+	if in := s.Limits(); in != own {
+		log.Warn("this member's limit flags differ from the replicated cluster settings and are ignored; change the settings with PUT /v1/limits",
+			"revision", rev, "cluster", fmt.Sprintf("%+v", in), "flags", fmt.Sprintf("%+v", own))
+	}
+}
+
+// limitsReply is the body of GET and PUT /v1/limits.
+type limitsReply struct {
+	Revision uint64           `json:"revision"` // 0: never set through the log
+	Limits   namespace.Limits `json:"limits"`
+}
+
+func (s *Server) handleGetLimits(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, limitsReply{Revision: s.store.LimitsRevision(), Limits: s.store.Limits()})
+}
+
+// handlePutLimits changes the settings named in the body's "limits" and
+// keeps the others. With "revision" the change applies only if the
+// settings are still that revision.
+func (s *Server) handlePutLimits(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Revision *uint64         `json:"revision"`
+		Limits   json.RawMessage `json:"limits"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if s.redirectToLeader(w, r) {
+		return
+	}
+	if err := s.waitReady(r.Context()); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	rev, l := s.store.LimitsRevision(), s.store.Limits()
+	if req.Revision != nil {
+		rev = *req.Revision
+	}
+	if len(req.Limits) > 0 {
+		if err := json.Unmarshal(req.Limits, &l); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiReply{Error: "bad limits: " + err.Error(), Code: "bad_request"})
+			return
+		}
+	}
+	index, err := s.SetLimits(r.Context(), l, int64(rev))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, limitsReply{Revision: index, Limits: l})
+}
