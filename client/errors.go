@@ -67,5 +67,5 @@ var (
 	// after the session's lease had run out.
 	ErrLockLost = errors.New("latch: lock lost")
 	// ErrNoElectionLeader: the election has no leader right now.
-	ErrNoElectionLeader = errors.New("latch: election has no leader")
+	ErrNoElectionLeader = session.ErrNoElectionLeader
 )

@@ -124,6 +124,9 @@ type Member struct {
 	RaftAddr   string `codec:"r,omitempty"`
 	ClientAddr string `codec:"c,omitempty"`
 	HTTPAddr   string `codec:"h,omitempty"`
+	// APIAddr is the member's HTTP/JSON API address (followers forward
+	// API requests to the leader's).
+	APIAddr string `codec:"api_addr,omitempty"`
 }
 
 // Entry is what the server puts in a raft log entry: the leader's clock

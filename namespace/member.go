@@ -6,21 +6,27 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-const memberFormat = 1
+// memberFormat 2 added APIAddr; records of format 1 still decode.
+const memberFormat = 2
 
 func appendMember(b []byte, m *Member) []byte {
 	b = append(b, memberFormat)
 	b = appendString(b, m.RaftAddr)
 	b = appendString(b, m.ClientAddr)
-	return appendString(b, m.HTTPAddr)
+	b = appendString(b, m.HTTPAddr)
+	return appendString(b, m.APIAddr)
 }
 
 func decodeMember(id string, v []byte) (Member, error) {
 	d := decoder{b: v}
-	if f := d.byte(); f != memberFormat {
+	f := d.byte()
+	if f != 1 && f != memberFormat {
 		return Member{}, fmt.Errorf("%w: member %q format %d", ErrStorage, id, f)
 	}
 	m := Member{ID: id, RaftAddr: string(d.bytes()), ClientAddr: string(d.bytes()), HTTPAddr: string(d.bytes())}
+	if f >= 2 {
+		m.APIAddr = string(d.bytes())
+	}
 	if d.err != nil {
 		return Member{}, fmt.Errorf("%w: member %q: %v", ErrStorage, id, d.err)
 	}

@@ -42,6 +42,18 @@ type Config struct {
 	ClientAddr string
 	// HTTPAddr is the admin HTTP address. Port 0 picks a free port.
 	HTTPAddr string
+	// APIAddr is the HTTP/JSON API and web console address (TCP, TLS with
+	// the client front's certificate); "" serves no API. latchd's default
+	// is DefaultAPIAddr. Port 0 picks a free port.
+	APIAddr string
+	// APIMaxRequests bounds the API requests (long polls included, event
+	// streams not) one member serves at once; more are refused with
+	// ErrBusy. Default 4096.
+	APIMaxRequests int
+	// APIMaxWatches bounds the API's event streams (watches, election
+	// observations, console views) open on one member; more are refused
+	// with ErrTooManyWatches. Default 10000.
+	APIMaxWatches int
 	// HTTPAdvertise is the admin address other members use to reach this
 	// one (joins, redirects); "" means the bound address.
 	HTTPAdvertise string
@@ -182,6 +194,11 @@ func (c *Config) Validate() error {
 	} {
 		if _, _, err := net.SplitHostPort(a.addr); err != nil {
 			return bad(a.field, "%q is not host:port: %v", a.addr, err)
+		}
+	}
+	if c.APIAddr != "" {
+		if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
+			return bad("APIAddr", "%q is not host:port: %v", c.APIAddr, err)
 		}
 	}
 	for _, a := range []struct{ field, addr string }{

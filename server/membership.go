@@ -29,6 +29,7 @@ type joinRequest struct {
 	RaftAddr   string `json:"raft_addr"`
 	ClientAddr string `json:"client_addr"`
 	HTTPAddr   string `json:"http_addr"`
+	APIAddr    string `json:"api_addr,omitempty"`
 	// UpdateOnly refreshes the addresses of a current member and never adds
 	// a new one: a member removed by an operator must not re-add itself.
 	UpdateOnly bool `json:"update_only,omitempty"`
@@ -72,7 +73,7 @@ func (m *memberState) lastLeader() raft.ServerID {
 
 // self is this member's metadata record.
 func (s *Server) self() namespace.Member {
-	return namespace.Member{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr}
+	return namespace.Member{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr, APIAddr: s.apiAddr()}
 }
 
 // memberInfo returns the recorded metadata of id (this member's own
@@ -133,13 +134,13 @@ func (s *Server) Members() ([]MemberStatus, error) {
 		}
 		delete(byID, id)
 		out = append(out, MemberStatus{
-			ID: id, RaftAddr: string(srv.Address), ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr,
+			ID: id, RaftAddr: string(srv.Address), ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr, APIAddr: m.APIAddr,
 			Suffrage: suffrageName(srv.Suffrage), Leader: srv.ID == lid,
 		})
 	}
 	for _, m := range meta {
 		if _, stale := byID[m.ID]; stale {
-			out = append(out, MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr})
+			out = append(out, MemberStatus{ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr, APIAddr: m.APIAddr})
 		}
 	}
 	return out, nil
@@ -213,7 +214,7 @@ func (s *Server) addMember(ctx context.Context, req joinRequest) error {
 			return s.proposeError(err)
 		}
 	}
-	want := namespace.Member{ID: req.ID, RaftAddr: req.RaftAddr, ClientAddr: req.ClientAddr, HTTPAddr: req.HTTPAddr}
+	want := namespace.Member{ID: req.ID, RaftAddr: req.RaftAddr, ClientAddr: req.ClientAddr, HTTPAddr: req.HTTPAddr, APIAddr: req.APIAddr}
 	return s.recordMember(ctx, want)
 }
 
@@ -366,7 +367,7 @@ func (s *Server) registerOnce() error {
 		return errPending // keep asking while no leader is known
 	}
 
-	req := joinRequest{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr}
+	req := joinRequest{ID: s.cfg.ID, RaftAddr: s.raftAddr, ClientAddr: s.cfg.ClientAddr, HTTPAddr: s.httpAddr, APIAddr: s.apiAddr()}
 	if !inConfig {
 		// Only a member started with --join and no prior state asks to be
 		// added; anything else outside the configuration was removed.

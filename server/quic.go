@@ -57,6 +57,8 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.WatchBuffer, DefaultWatchBuffer)
 	setIfZero(&cfg.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
 	setIfZero(&cfg.MaxRequestsPerConn, DefaultMaxRequestsPerConn)
+	setIfZero(&cfg.APIMaxRequests, DefaultAPIMaxRequests)
+	setIfZero(&cfg.APIMaxWatches, DefaultAPIMaxWatches)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
 	def := session.DefaultConfig()
@@ -482,19 +484,41 @@ func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, r
 		}
 		return
 	}
-	h, ok := f.unary[req.Type]
-	if !ok {
-		_ = session.Reply(str, session.ErrorResponse(fmt.Errorf("%w: %v is not served by this member", session.ErrUnknownType, req.Type)))
-		return
-	}
-	resp, err := h(ctx, c, req)
+	resp, err := f.callUnary(ctx, c, req)
 	if err != nil {
 		if resp == nil {
 			resp = &session.Response{}
 		}
-		resp.SetErr(wireError(err))
+		resp.SetErr(err)
 	}
 	_ = session.Reply(str, resp)
+}
+
+// call runs a unary request for c the way dispatch does: the path both
+// fronts (QUIC, HTTP API) take. The error is the wire error.
+func (f *front) call(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if !req.Type.Valid() {
+		return nil, fmt.Errorf("%w: %d", session.ErrUnknownType, uint8(req.Type))
+	}
+	if req.Type != session.MsgResumeSession && !(req.Type == session.MsgKeepAlive && len(req.Sessions) > 0) {
+		if err := c.checkSession(req.Session); err != nil {
+			return nil, err
+		}
+	}
+	return f.callUnary(ctx, c, req)
+}
+
+// callUnary runs the unary handler of req's type.
+func (f *front) callUnary(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	h, ok := f.unary[req.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w: %v is not served by this member", session.ErrUnknownType, req.Type)
+	}
+	resp, err := h(ctx, c, req)
+	if err != nil {
+		return resp, wireError(err)
+	}
+	return resp, nil
 }
 
 // wireError turns the server's own errors into the protocol's: a

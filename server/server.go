@@ -37,6 +37,7 @@ type Server struct {
 	trans     *raft.NetworkTransport
 	faults    *faultLayer // raft's stream layer with Config.FaultInjection; else nil
 	front     *front      // the client listener, dispatch, watches, leases (quic.go)
+	api       *apiFront   // the HTTP/JSON API and console (api.go); nil without APIAddr
 	fsm       *fsm
 	raft      *raft.Raft
 	metrics   *serverMetrics
@@ -195,6 +196,9 @@ func (s *Server) open() error {
 	if err := s.openFront(); err != nil {
 		return err
 	}
+	if err := s.openAPI(); err != nil {
+		return err
+	}
 	s.metrics = newServerMetrics(s)
 	return nil
 }
@@ -260,7 +264,8 @@ func (s *Server) Start() error {
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()
-	s.log.Info("member started", "raft_addr", s.raftAddr, "http_addr", s.httpAddr,
+	s.startAPI()
+	s.log.Info("member started", "raft_addr", s.raftAddr, "http_addr", s.httpAddr, "api_addr", s.apiAddr(),
 		"client_addr", s.cfg.ClientAddr, "existing_state", hasState, "applied_index", s.store.AppliedIndex())
 	return nil
 }
@@ -348,6 +353,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Unlock()
 	s.closeFront() // clients hear ConnShutdown before raft goes away
+	s.closeAPI()
 
 	var errs []error
 	if s.raft != nil {
@@ -378,6 +384,9 @@ func (s *Server) Close() error {
 func (s *Server) closeResources() error {
 	var errs []error
 	s.closeFront()
+	if s.api != nil && s.api.srv == nil {
+		s.api.ln.Close()
+	}
 	if s.httpLn != nil && s.httpSrv == nil {
 		s.httpLn.Close()
 	}

@@ -46,6 +46,16 @@ var (
 	ErrStreamClosed = errors.New("latch: stream closed")
 	ErrBadConfig    = errors.New("latch: bad transport config")
 	ErrBadCert      = errors.New("latch: bad certificate")
+
+	// Errors of the HTTP/JSON API (server/api.go).
+
+	// ErrNoRoute: the HTTP API has no such route; see GET /api/v1/openapi.json.
+	ErrNoRoute = errors.New("latch: no such API route")
+	// ErrMethodNotAllowed: the route exists but not with this HTTP method.
+	ErrMethodNotAllowed = errors.New("latch: method not allowed on this route")
+	// ErrNoElectionLeader: the election has no leader right now; campaign,
+	// or observe it to learn when one is elected.
+	ErrNoElectionLeader = errors.New("latch: election has no leader")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -94,6 +104,11 @@ const (
 	CodeLocked        Code = 42
 
 	CodeInternal Code = 99
+
+	// HTTP API errors (130–134).
+	CodeNoRoute          Code = 130
+	CodeMethodNotAllowed Code = 131
+	CodeNoElectionLeader Code = 132
 )
 
 // codeTable pairs every code with the sentinel it stands for. CodeOf walks
@@ -134,6 +149,9 @@ var codeTable = []struct {
 	{CodeWouldDeadlock, ErrWouldDeadlock, "WouldDeadlock"},
 	{CodeNotHeld, ErrNotHeld, "NotHeld"},
 	{CodeLocked, ErrLocked, "Locked"},
+	{CodeNoRoute, ErrNoRoute, "NoRoute"},
+	{CodeMethodNotAllowed, ErrMethodNotAllowed, "MethodNotAllowed"},
+	{CodeNoElectionLeader, ErrNoElectionLeader, "NoElectionLeader"},
 	{CodeInternal, ErrInternal, "Internal"},
 }
 

@@ -25,10 +25,10 @@ func TestREADMEFlow(t *testing.T) {
 	build(t, bin, "latchd")
 	build(t, bin, "latch")
 	work := t.TempDir()
-	clientAddr, raftAddr, httpAddr := freeUDP(t), freeTCP(t), freeTCP(t)
+	clientAddr, raftAddr, httpAddr, apiAddr := freeUDP(t), freeTCP(t), freeTCP(t), freeTCP(t)
 
 	daemon := exec.Command(filepath.Join(bin, "latchd"), "--dev",
-		"--client-addr", clientAddr, "--raft-addr", raftAddr, "--http-addr", httpAddr)
+		"--client-addr", clientAddr, "--raft-addr", raftAddr, "--http-addr", httpAddr, "--api-addr", apiAddr)
 	daemon.Dir = work
 	var daemonLog bytes.Buffer
 	daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog

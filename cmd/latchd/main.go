@@ -48,6 +48,7 @@ type options struct {
 
 	id, dataDir                       string
 	clientAddr, raftAddr, httpAddr    string
+	apiAddr                           string
 	raftAdvertise, httpAdvertise      string
 	bootstrap, join                   string
 	dev                               bool
@@ -69,6 +70,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.clientAddr, "client-addr", def.ClientAddr, "client (QUIC, UDP) address, published to clients for redirects")
 	fs.StringVar(&o.raftAddr, "raft-addr", def.RaftAddr, "raft (TCP) bind address")
 	fs.StringVar(&o.httpAddr, "http-addr", def.HTTPAddr, "admin HTTP bind address (/metrics, /healthz, /readyz, /v1/...)")
+	fs.StringVar(&o.apiAddr, "api-addr", server.DefaultAPIAddr, `HTTP/JSON API and web console (HTTPS, TCP) bind address, with the client certificate and client CA; "" turns it off`)
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "raft address other members dial (default: the bound --raft-addr)")
 	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "admin address other members use (default: the bound --http-addr)")
 	fs.StringVar(&o.bootstrap, "bootstrap", "", "initial members as id=raftaddr,... (the same list on every founding member)")
@@ -220,7 +222,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 			cfg.DataDir = DevDataDir
 		}
 	}
-	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr = o.clientAddr, o.raftAddr, o.httpAddr
+	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr, cfg.APIAddr = o.clientAddr, o.raftAddr, o.httpAddr, o.apiAddr
 	cfg.RaftAdvertise, cfg.HTTPAdvertise = o.raftAdvertise, o.httpAdvertise
 	cfg.Join = o.join
 	peers, err := parseBootstrap(o.bootstrap)

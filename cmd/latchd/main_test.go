@@ -105,7 +105,7 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.ID != "dev" || cfg.DataDir != DevDataDir || !cfg.Dev || cfg.RaftAddr != "127.0.0.1:7421" ||
-		cfg.ClientAddr != "127.0.0.1:7420" || cfg.HTTPAddr != "127.0.0.1:7422" {
+		cfg.ClientAddr != "127.0.0.1:7420" || cfg.HTTPAddr != "127.0.0.1:7422" || cfg.APIAddr != "127.0.0.1:7423" {
 		t.Fatalf("--dev config = %+v", cfg)
 	}
 	cfg, err = parse(t, "--id", "n1", "--data-dir", "/d", "--bootstrap", "n1=10.0.0.1:7421, n2=10.0.0.2:7421",

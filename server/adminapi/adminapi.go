@@ -43,6 +43,7 @@ type MemberStatus struct {
 	RaftAddr   string `json:"raft_addr"`
 	ClientAddr string `json:"client_addr,omitempty"`
 	HTTPAddr   string `json:"http_addr,omitempty"`
+	APIAddr    string `json:"api_addr,omitempty"` // the HTTP/JSON API
 	// Suffrage is "voter", "nonvoter", "staging", or "" for metadata of a
 	// member no longer in the raft configuration.
 	Suffrage string `json:"suffrage"`

@@ -39,11 +39,11 @@ func NewDetachedNode(opts Options, bin, logPath string) (*Node, error) {
 	if opts.DataDir == "" || bin == "" || logPath == "" {
 		return nil, errors.New("proc: NewDetachedNode needs a data dir, a binary and a log path")
 	}
-	free, err := PickAddrs(3)
+	free, err := PickAddrs(4)
 	if err != nil {
 		return nil, fmt.Errorf("proc: %w", err)
 	}
-	for i, a := range []*string{&opts.ClientAddr, &opts.RaftAddr, &opts.HTTPAddr} {
+	for i, a := range []*string{&opts.ClientAddr, &opts.RaftAddr, &opts.HTTPAddr, &opts.APIAddr} {
 		if *a == "" {
 			*a = free[i]
 		}

@@ -26,6 +26,8 @@ type Options struct {
 	DataDir string // default: a new t.TempDir()
 	// Addresses; "" picks a free loopback port.
 	ClientAddr, RaftAddr, HTTPAddr string
+	// APIAddr is the HTTP/JSON API's address ("" picks a free port).
+	APIAddr string
 	// Args are further flags (e.g. --bootstrap, --join, --dev).
 	Args []string
 }
@@ -63,7 +65,10 @@ func NewNode(t TB, opts Options) *Node {
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
-	free := FreeAddrs(t, 3)
+	free := FreeAddrs(t, 4)
+	if opts.APIAddr == "" {
+		opts.APIAddr = free[3]
+	}
 	if opts.ClientAddr == "" {
 		opts.ClientAddr = free[0]
 	}
@@ -101,7 +106,7 @@ func StartNode(t TB, opts Options) *Node {
 // args is the full command line of this member.
 func (n *Node) args() []string {
 	a := []string{"--data-dir", n.DataDir, "--client-addr", n.ClientAddr, "--raft-addr", n.RaftAddr,
-		"--http-addr", n.HTTPAddr, "--heartbeat-timeout", "500ms", "--election-timeout", "500ms"}
+		"--http-addr", n.HTTPAddr, "--api-addr", n.APIAddr, "--heartbeat-timeout", "500ms", "--election-timeout", "500ms"}
 	if n.ID != "" {
 		a = append(a, "--id", n.ID)
 	}

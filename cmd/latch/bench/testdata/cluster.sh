@@ -8,7 +8,7 @@
 #   sh cmd/latch/bench/testdata/cluster.sh stop DIR    # kills the members, removes DIR
 #
 # Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
-# HTTP 1762x (BASE=N changes 17 to N). Logs are in DIR/nX.log.
+# HTTP 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in DIR/nX.log.
 set -eu
 cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=${2:?usage: cluster.sh start|stop DIR}
@@ -27,7 +27,7 @@ start)
 	for i in 1 2 3; do
 		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --bootstrap "$peers" \
 			--client-addr "127.0.0.1:${base}42$i" --raft-addr "127.0.0.1:${base}52$i" \
-			--http-addr "127.0.0.1:${base}62$i" \
+			--http-addr "127.0.0.1:${base}62$i" --api-addr "127.0.0.1:${base}72$i" \
 			--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server-key.pem" \
 			>"$dir/n$i.log" 2>&1 &
 		echo $! >"$dir/n$i.pid"

@@ -1,0 +1,578 @@
+package server
+
+// API routes for locks and elections. Acquire is the lock service's
+// request-and-wait (lock.go) as a long poll: the answer comes when the
+// request is granted, or the wait ends (wait_timeout_ms; the request is
+// withdrawn and acquired is false), or the client goes away (withdrawn).
+// A granted lock stays held by its session after the answer; release,
+// renew and the queue name it by fencing token (or request node).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// maxAPIWait bounds wait_timeout_ms: a long poll ends after at most this.
+const maxAPIWait = 5 * time.Minute
+
+// apiLockBody is the body of acquire, release, renew and the election
+// calls; each reads the fields it needs.
+type apiLockBody struct {
+	ClientID          string `json:"client_id"`
+	TTLMillis         int64  `json:"ttl_ms"`
+	WaitTimeoutMillis int64  `json:"wait_timeout_ms"`
+	Mode              string `json:"mode"`
+	LockDelayMillis   int64  `json:"lock_delay_ms"`
+	FencingToken      uint64 `json:"fencing_token"`
+	Term              uint64 `json:"term"`
+	Node              string `json:"node"`
+	apiData
+}
+
+// apiLock is one request of a lock queue.
+type apiLock struct {
+	Node            string `json:"node,omitempty"`
+	Path            string `json:"path"`
+	Mode            string `json:"mode"`
+	Session         uint64 `json:"session_id"`
+	Revision        uint64 `json:"revision"`
+	Granted         bool   `json:"granted"`
+	FencingToken    uint64 `json:"fencing_token,omitempty"`
+	GrantedAt       string `json:"granted_at,omitempty"`
+	ExpiresAt       string `json:"expires_at,omitempty"`
+	HoldTTLMillis   int64  `json:"ttl_ms,omitempty"`
+	LockDelayMillis int64  `json:"lock_delay_ms"`
+	// LockDelay: the holder was lost and the lock stays unavailable until
+	// DelayEndsAt.
+	LockDelay   bool   `json:"lock_delay,omitempty"`
+	DelayEndsAt string `json:"delay_ends_at,omitempty"`
+	ClientID    string `json:"client_id,omitempty"` // the request node's data (a value, for elections)
+}
+
+func modeName(m session.LockMode) string {
+	if m == session.LockShared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
+func parseMode(s string) (session.LockMode, error) {
+	switch s {
+	case "", "exclusive":
+		return session.LockExclusive, nil
+	case "shared":
+		return session.LockShared, nil
+	}
+	return 0, fmt.Errorf("%w: mode %q is not exclusive or shared", namespace.ErrBadCommand, s)
+}
+
+// splitAction cuts the last segment of {path...}: "a/b/acquire" is the
+// action acquire on /a/b.
+func splitAction(r *http.Request, actions ...string) (path, action string, err error) {
+	rest := r.PathValue("path")
+	i := strings.LastIndexByte(rest, '/')
+	action = rest[i+1:]
+	for _, a := range actions {
+		if a == action {
+			if i < 0 {
+				return "/", action, nil
+			}
+			return "/" + rest[:i], action, nil
+		}
+	}
+	return "", "", fmt.Errorf("%w: %s %s: the last segment is not one of %s", session.ErrNoRoute, r.Method, r.URL.Path, strings.Join(actions, ", "))
+}
+
+func (a *apiFront) lockAction(w http.ResponseWriter, r *http.Request, c caller) {
+	path, action, err := splitAction(r, "acquire", "release", "renew")
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	var in apiLockBody
+	if err := a.decodeJSON(w, r, &in); err != nil {
+		apiError(w, err)
+		return
+	}
+	switch action {
+	case "acquire":
+		mode, err := parseMode(in.Mode)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		data, err := in.bytes()
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		if data == nil && in.ClientID != "" {
+			data = []byte(in.ClientID) // the queue shows who holds it
+		}
+		a.acquire(w, r, c, path, mode, data, in, false)
+	case "release":
+		a.release(w, r, c, path, in, false)
+	case "renew":
+		a.renew(w, r, c, path, in)
+	}
+}
+
+// acquire requests the lock on path for the request's session (or an
+// implicit lease), waits as the body says and answers with the grant.
+func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, path string, mode session.LockMode, data []byte, in apiLockBody, election bool) {
+	cc, sid, err := a.conn(r, c)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	wait := time.Duration(in.WaitTimeoutMillis) * time.Millisecond
+	switch {
+	case in.WaitTimeoutMillis < 0:
+		apiError(w, fmt.Errorf("%w: wait_timeout_ms %d is negative", namespace.ErrBadCommand, in.WaitTimeoutMillis))
+		return
+	case wait > maxAPIWait:
+		apiError(w, fmt.Errorf("%w: wait_timeout_ms %d is over %d", namespace.ErrBadCommand, in.WaitTimeoutMillis, maxAPIWait.Milliseconds()))
+		return
+	case in.TTLMillis < 0 || in.LockDelayMillis < 0:
+		apiError(w, fmt.Errorf("%w: ttl_ms and lock_delay_ms must not be negative", namespace.ErrBadCommand))
+		return
+	}
+	l := a.f.locks
+	implicit := sid == 0
+	if implicit {
+		if election || in.ClientID == "" || in.TTLMillis == 0 {
+			hint := "client_id and ttl_ms for an implicit lease"
+			if election {
+				hint = "a campaign needs a session"
+			}
+			apiError(w, fmt.Errorf("%w: give a session token in %s, or %s", session.ErrUnknownSession, hdrSession, hint))
+			return
+		}
+		resp, err := a.call(r, cc, &session.Request{Type: session.MsgOpenSession, TTLMillis: in.TTLMillis})
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		sid = resp.Session
+	}
+	// giveUp ends an implicit lease that holds nothing.
+	giveUp := func() {
+		if implicit {
+			ctx, cancel := context.WithTimeout(a.s.ctx, a.s.cfg.ApplyTimeout)
+			defer cancel()
+			_, _ = a.f.call(ctx, cc, &session.Request{Type: session.MsgCloseSession, Session: sid})
+		}
+	}
+	if err := a.f.checkData(data); err != nil {
+		giveUp()
+		apiError(w, err)
+		return
+	}
+	if err := a.f.keep.serving(); err != nil {
+		giveUp()
+		apiError(w, err)
+		return
+	}
+	res, err := l.proposeLock(&namespace.Command{
+		Op: namespace.OpLockRequest, Path: path, Mode: namespace.LockMode(mode), Session: sid,
+		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data,
+	})
+	if err != nil {
+		giveUp()
+		apiError(w, err)
+		return
+	}
+	lw := l.register(res.Path)
+	defer l.unregister(lw)
+	if info, err := a.s.store.Lock(res.Path); err == nil && info.Granted {
+		lw.setGranted(info.Token)
+	}
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	} else {
+		closed := make(chan time.Time)
+		close(closed)
+		timeout = closed
+	}
+	for {
+		granted, token, gone := lw.state()
+		switch {
+		case gone != "":
+			giveUp()
+			apiError(w, fmt.Errorf("%w: %s %s", session.ErrNotHeld, lw.node, gone))
+			return
+		case granted:
+			a.granted(w, r, c, res.Path, token, sid, res.Index, election)
+			return
+		}
+		select {
+		case <-lw.notify:
+			continue
+		case <-timeout:
+			// A grant racing the timeout is released by the cancel.
+			l.withdraw(lw.node, sid)
+			giveUp()
+			key := "acquired"
+			if election {
+				key = "leader"
+			}
+			writeJSON(w, http.StatusOK, map[string]any{
+				key: false, "node": lw.node, "revision": res.Index,
+				"message": fmt.Sprintf("not granted within %dms; request withdrawn", in.WaitTimeoutMillis),
+			})
+			return
+		case <-r.Context().Done():
+			l.withdraw(lw.node, sid) // the caller gave up
+			giveUp()
+			return
+		}
+	}
+}
+
+// granted answers a grant.
+func (a *apiFront) granted(w http.ResponseWriter, r *http.Request, c caller, node string, token, sid, rev uint64, election bool) {
+	out := map[string]any{"acquired": true, "fencing_token": token, "node": node, "session_id": sid, "revision": rev}
+	if election {
+		out = map[string]any{"leader": true, "term": token, "node": node, "session_id": sid, "revision": rev}
+	}
+	if info, err := a.s.store.Lock(node); err == nil && info.Deadline != 0 {
+		out["expires_at"] = jsonTime(info.Deadline)
+		out["ttl_ms"] = info.HoldTTLMillis
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// heldBy finds the request path's lock the body names (node, or
+// fencing_token / term among the granted) and checks that the caller may
+// act for it: its session is the request's, or, without a session, the
+// body's client_id is the request's data and the caller's identity the
+// one that opened its implicit lease. It returns a connection with the
+// lock's session attached.
+func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, error) {
+	cc, sid, err := a.conn(r, c)
+	if err != nil {
+		return namespace.LockInfo{}, nil, err
+	}
+	token := in.FencingToken
+	if token == 0 {
+		token = in.Term
+	}
+	var info namespace.LockInfo
+	switch {
+	case in.Node != "":
+		if info, err = a.s.store.Lock(in.Node); err != nil {
+			return info, nil, lockWireError(err)
+		}
+		if info.Path != path {
+			return info, nil, fmt.Errorf("%w: %s is a request on %s, not %s", namespace.ErrBadCommand, in.Node, info.Path, path)
+		}
+	case token != 0:
+		q, err := a.s.store.LockQueue(path)
+		if err != nil {
+			return info, nil, err
+		}
+		found := false
+		for _, li := range q {
+			if li.Granted && !li.Phantom && li.Token == token {
+				info, found = li, true
+				break
+			}
+		}
+		if !found {
+			return info, nil, fmt.Errorf("%w: no lock on %s holds fencing token %d", session.ErrNotHeld, path, token)
+		}
+	default:
+		return info, nil, fmt.Errorf("%w: name the lock by fencing_token (or term, or node)", namespace.ErrBadCommand)
+	}
+	if sid != 0 {
+		if info.Session != sid {
+			return info, nil, fmt.Errorf("%w: %s belongs to another session", session.ErrNotHeld, info.Node)
+		}
+		return info, cc, nil
+	}
+	if in.ClientID == "" {
+		return info, nil, fmt.Errorf("%w: give a session token in %s, or the client_id that acquired the lock", session.ErrUnknownSession, hdrSession)
+	}
+	data, _, err := a.s.store.Get(info.Node)
+	if err != nil {
+		return info, nil, lockWireError(err)
+	}
+	si, err := a.s.store.Session(info.Session)
+	if err != nil || string(data) != in.ClientID || si.Identity != c.identity {
+		return info, nil, fmt.Errorf("%w: %s is not held by client_id %q", session.ErrNotHeld, info.Node, in.ClientID)
+	}
+	cc.attach(info.Session)
+	return info, cc, nil
+}
+
+// release withdraws the named request (held or waiting). An implicit
+// lease is not closed: it holds nothing now and expires with its TTL.
+func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody, election bool) {
+	info, cc, err := a.heldBy(r, c, path, in)
+	if err != nil {
+		if election && errors.Is(err, session.ErrNotHeld) {
+			writeJSON(w, http.StatusOK, map[string]any{"resigned": false}) // not leading either way
+			return
+		}
+		apiError(w, err)
+		return
+	}
+	resp, err := a.call(r, cc, &session.Request{Type: session.MsgLockRelease, Node: info.Node, Session: info.Session})
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	key := "released"
+	if election {
+		key = "resigned"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{key: true, "revision": resp.Rev})
+}
+
+// renew restarts the lock's hold TTL and renews its session's lease.
+func (a *apiFront) renew(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody) {
+	info, cc, err := a.heldBy(r, c, path, in)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if in.TTLMillis != 0 && in.TTLMillis != info.HoldTTLMillis {
+		apiError(w, fmt.Errorf("%w: ttl_ms %d: a renewal restarts the TTL given at acquire (%d)", namespace.ErrBadCommand, in.TTLMillis, info.HoldTTLMillis))
+		return
+	}
+	if _, err := a.call(r, cc, &session.Request{Type: session.MsgKeepAlive, Session: info.Session}); err != nil {
+		apiError(w, err)
+		return
+	}
+	resp, err := a.call(r, cc, &session.Request{Type: session.MsgLockRenew, Node: info.Node, Session: info.Session})
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	out := map[string]any{"renewed": true, "fencing_token": info.Token, "node": info.Node, "revision": resp.Rev}
+	if now, err := a.s.store.Lock(info.Node); err == nil && now.Deadline != 0 {
+		out["new_expires_at"] = jsonTime(now.Deadline)
+		out["ttl_ms"] = now.HoldTTLMillis
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// lockQueue answers GET /api/v1/locks/{path} (and .../queue).
+func (a *apiFront) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
+	path := apiPath(r)
+	if p, _, err := splitAction(r, "queue"); err == nil {
+		path = p
+	}
+	cc, _, err := a.conn(r, c)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	resp, err := a.call(r, cc, &session.Request{Type: session.MsgLockQueue, Path: path})
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": path, "queue": a.apiLocks(resp.Locks), "more": resp.More, "revision": resp.Rev})
+}
+
+func (a *apiFront) apiLocks(in []session.LockInfo) []apiLock {
+	out := make([]apiLock, 0, len(in))
+	for _, li := range in {
+		l := apiLock{
+			Path: li.Path, Mode: modeName(li.Mode), Session: li.Session, Revision: li.Rev, Granted: li.Granted,
+			FencingToken: li.Token, GrantedAt: jsonTime(li.GrantTime), ExpiresAt: jsonTime(li.Deadline),
+			HoldTTLMillis: li.HoldTTLMillis, LockDelayMillis: li.LockDelayMillis,
+			LockDelay: li.Phantom, DelayEndsAt: jsonTime(li.DelayEnd),
+		}
+		if !li.Phantom {
+			l.Node = li.Node
+			if data, _, err := a.s.store.Get(li.Node); err == nil {
+				l.ClientID = string(data)
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// maxAPILockPaths bounds GET /api/v1/locks.
+const maxAPILockPaths = 1000
+
+// allLocks lists every lock queue (GET /api/v1/locks).
+func (a *apiFront) allLocks(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := a.s.LinearizableRead(r.Context()); err != nil {
+		apiError(w, err)
+		return
+	}
+	rev := a.s.fsmApplied()
+	locks, more, err := a.lockQueues()
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"locks": locks, "more": more, "revision": rev})
+}
+
+type apiQueue struct {
+	Path  string    `json:"path"`
+	Queue []apiLock `json:"queue"`
+}
+
+// lockQueues reads every queue from this member's state.
+func (a *apiFront) lockQueues() ([]apiQueue, bool, error) {
+	paths, more, err := a.s.store.LockPaths(maxAPILockPaths)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]apiQueue, 0, len(paths))
+	for _, p := range paths {
+		q, err := a.s.store.LockQueue(p)
+		if err != nil {
+			return nil, false, err
+		}
+		infos := make([]session.LockInfo, 0, len(q))
+		for _, li := range q {
+			infos = append(infos, wireLockInfo(li))
+		}
+		out = append(out, apiQueue{Path: p, Queue: a.apiLocks(infos)})
+	}
+	return out, more, nil
+}
+
+func wireLockInfo(q namespace.LockInfo) session.LockInfo {
+	return session.LockInfo{
+		Node: q.Node, Path: q.Path, Mode: session.LockMode(q.Mode), Session: q.Session, Rev: q.Rev,
+		HoldTTLMillis: q.HoldTTLMillis, LockDelayMillis: q.LockDelayMillis,
+		Granted: q.Granted, Token: q.Token, GrantTime: q.GrantTime, Deadline: q.Deadline,
+		Phantom: q.Phantom, DelayEnd: q.DelayEnd,
+	}
+}
+
+// Elections: an election is an exclusive lock whose request node holds
+// the candidate's value (client.Election); the term is the fencing token.
+
+func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c caller) {
+	path, action, err := splitAction(r, "campaign", "proclaim", "resign")
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	var in apiLockBody
+	if err := a.decodeJSON(w, r, &in); err != nil {
+		apiError(w, err)
+		return
+	}
+	value, err := in.bytes()
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	switch action {
+	case "campaign":
+		if value == nil {
+			value = []byte{}
+		}
+		a.acquire(w, r, c, path, session.LockExclusive, value, in, true)
+	case "resign":
+		a.release(w, r, c, path, in, true)
+	case "proclaim":
+		info, cc, err := a.heldBy(r, c, path, in)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		resp, err := a.call(r, cc, &session.Request{Type: session.MsgSet, Path: info.Node, Data: value, Version: namespace.AnyVersion, Session: info.Session})
+		if errors.Is(err, namespace.ErrNoNode) {
+			err = fmt.Errorf("%w: no longer the leader of %s", session.ErrNotHeld, path)
+		}
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"proclaimed": true, "term": info.Token, "revision": resp.Rev})
+	}
+}
+
+// electionRead serves GET .../leader (leader-only, linearizable) and
+// .../observe (any member, from its own state).
+func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller) {
+	path, action, err := splitAction(r, "leader", "observe")
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if action == "observe" {
+		a.observe(w, r, path)
+		return
+	}
+	if !a.s.IsLeader() {
+		// Routed as local for observe; leader reads go to the leader.
+		if c.forwarded {
+			w.Header().Set(hdrRetry, "leader")
+			apiError(w, a.s.notLeaderAPI())
+			return
+		}
+		a.forward(w, r, c, apiRoute{h: a.electionRead})
+		return
+	}
+	if err := a.s.LinearizableRead(r.Context()); err != nil {
+		apiError(w, err)
+		return
+	}
+	ld := a.leaderOf(path)
+	if ld.None {
+		apiError(w, fmt.Errorf("%w: %s", session.ErrNoElectionLeader, path))
+		return
+	}
+	writeJSON(w, http.StatusOK, ld)
+}
+
+// apiLeader is an election's state.
+type apiLeader struct {
+	Path    string `json:"path"`
+	None    bool   `json:"none,omitempty"` // nobody leads
+	Term    uint64 `json:"term,omitempty"`
+	Node    string `json:"node,omitempty"`
+	Session uint64 `json:"session_id,omitempty"`
+	apiData
+	Revision uint64 `json:"revision"`
+}
+
+// leaderOf reads the election on path from this member's state: the
+// first granted exclusive request that is not in lock-delay leads.
+func (a *apiFront) leaderOf(path string) apiLeader {
+	for tries := 0; tries < 3; tries++ {
+		rev := a.s.fsmApplied()
+		q, err := a.s.store.LockQueue(path)
+		if err != nil {
+			break
+		}
+		var holder *namespace.LockInfo
+		for i := range q {
+			if li := &q[i]; li.Granted && !li.Phantom && li.Mode == namespace.LockExclusive {
+				holder = li
+				break
+			}
+		}
+		if holder == nil {
+			return apiLeader{Path: path, None: true, Revision: rev}
+		}
+		data, _, err := a.s.store.Get(holder.Node)
+		if err != nil {
+			continue // the leader changed in between: read again
+		}
+		return apiLeader{Path: path, Term: holder.Token, Node: holder.Node, Session: holder.Session, apiData: toAPIData(data), Revision: rev}
+	}
+	return apiLeader{Path: path, None: true, Revision: a.s.fsmApplied()}
+}
