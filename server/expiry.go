@@ -28,6 +28,10 @@ type leaseKeeper struct {
 	identity map[uint64]string
 	count    map[string]int // open sessions per identity
 	pending  map[string]int // opens in flight per identity
+	// restores is the FSM's snapshot-install count when the table was
+	// loaded: a backup restored on the leader replaces the sessions, and
+	// the table is loaded again.
+	restores uint64
 }
 
 // clockFunc adapts Config.Clock to session.Clock.
@@ -190,6 +194,12 @@ func (k *leaseKeeper) run(stop <-chan struct{}) {
 	}
 }
 
+func (k *leaseKeeper) loadedRestores() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.restores
+}
+
 // unready stops serving session requests.
 func (k *leaseKeeper) unready() {
 	k.mu.Lock()
@@ -220,6 +230,11 @@ func (k *leaseKeeper) lead(stop <-chan struct{}, sub <-chan bool) bool {
 		if !k.reap(stop) {
 			return k.s.IsLeader()
 		}
+		if k.s.fsm.restores.Load() != k.loadedRestores() {
+			if err := k.load(); err != nil {
+				k.s.log.Error("cannot load sessions after a restore; retrying", "err", err)
+			}
+		}
 		wait := tick
 		if deadline, ok := k.table.NextDeadline(); ok {
 			wait = min(max(deadline.Sub(k.clock.Now()), 0), tick)
@@ -244,6 +259,7 @@ func (k *leaseKeeper) lead(stop <-chan struct{}, sub <-chan bool) bool {
 // after its last possible keepalive) and starts serving.
 func (k *leaseKeeper) load() error {
 	_, term, _ := k.s.leader.get()
+	restores := k.s.fsm.restores.Load()
 	all, err := k.s.store.Sessions()
 	if err != nil {
 		return err
@@ -260,7 +276,7 @@ func (k *leaseKeeper) load() error {
 	defer k.mu.Unlock()
 	k.table.ResetAll(ttls)
 	k.identity, k.count = identity, count
-	k.ready, k.term = true, term
+	k.ready, k.term, k.restores = true, term, restores
 	k.s.log.Info("sessions loaded", "sessions", len(all), "term", term)
 	return nil
 }

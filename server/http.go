@@ -33,6 +33,7 @@ func (s *Server) httpHandler() http.Handler {
 	s.memberRoutes(mux)
 	mux.HandleFunc("GET /v1/limits", s.handleGetLimits)
 	mux.HandleFunc("PUT /v1/limits", s.handlePutLimits)
+	s.backupRoutes(mux)
 	if s.faults != nil {
 		mux.HandleFunc("GET /v1/faults", s.handleFaults)
 		mux.HandleFunc("POST /v1/faults", s.handleFaults)
@@ -170,6 +171,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		code, reply.Code = http.StatusConflict, "bad_version"
 	case errors.Is(err, namespace.ErrNoMember):
 		code, reply.Code = http.StatusNotFound, "no_member"
+	case errors.Is(err, ErrNotFresh):
+		code, reply.Code = http.StatusConflict, "not_fresh"
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrNotStarted), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusServiceUnavailable
 	}

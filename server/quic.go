@@ -239,6 +239,21 @@ func (s *Server) startFront() {
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 
+// dropClients closes every client connection with ConnShutdown: the
+// clients reconnect and resume their sessions, if this member still knows
+// them.
+func (f *front) dropClients(why string) {
+	f.mu.Lock()
+	conns := make([]*clientConn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.conn.CloseWithError(session.ConnShutdown, why)
+	}
+}
+
 // closeFront tells every client the member is going away and stops
 // accepting; the connection goroutines end with their connections and are
 // waited for by Close. Safe to call more than once, and before Start.
@@ -253,14 +268,8 @@ func (s *Server) closeFront() {
 		return
 	}
 	f.closed = true
-	conns := make([]*clientConn, 0, len(f.conns))
-	for c := range f.conns {
-		conns = append(conns, c)
-	}
 	f.mu.Unlock()
-	for _, c := range conns {
-		c.conn.CloseWithError(session.ConnShutdown, "member shutting down")
-	}
+	f.dropClients("member shutting down")
 	if err := f.ln.Close(); err != nil {
 		f.log.Warn("close client listener", "err", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -119,6 +120,44 @@ func (c *Client) Open(ctx context.Context, method, addr, path string, in any) (*
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(addr, req)
+}
+
+// Upload posts the file at file as the body of path and decodes a 200
+// answer into out.
+func (c *Client) Upload(ctx context.Context, addr, path, file string, out any) error {
+	base, err := BaseURL(addr)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, f)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = fi.Size()
+	req.GetBody = func() (io.ReadCloser, error) { return os.Open(file) } // a 307 re-sends it
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.send(addr, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {
+		return fmt.Errorf("latch: admin %s%s: bad answer: %w", addr, path, err)
+	}
+	return nil
+}
+
+func (c *Client) send(addr string, req *http.Request) (*http.Response, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("latch: admin %s: %w", addr, err)
