@@ -125,3 +125,31 @@ func (s *Store) dumpLocks(w io.Writer, txn *badger.Txn) error {
 		return nil
 	})
 }
+
+// LockCounts are the lock requests right now, for metrics.
+type LockCounts struct {
+	Held    int // granted requests of live sessions
+	Waiting int // requests not granted yet
+	Delayed int // phantoms: holders lost while lock-delay runs
+}
+
+// CountLocks counts the lock requests; it visits each once.
+func (s *Store) CountLocks() (LockCounts, error) {
+	var c LockCounts
+	err := s.readLocks(func(ix *lockIndex) error {
+		for _, lp := range ix.paths {
+			for e := lp.queue.Front(); e != nil; e = e.Next() {
+				switch q := e.Value.(*lockReq); {
+				case q.phantom:
+					c.Delayed++
+				case q.granted:
+					c.Held++
+				default:
+					c.Waiting++
+				}
+			}
+		}
+		return nil
+	})
+	return c, err
+}

@@ -36,6 +36,9 @@ type fsm struct {
 	applied  uint64
 	changed  chan struct{} // closed and replaced whenever applied advances
 	restores atomic.Uint64 // snapshot installs, for Status and tests
+	// decodeErrors counts entries applied as no-ops because they did not
+	// decode, for metrics.
+	decodeErrors atomic.Uint64
 
 	// ownLimits are this member's configured limits, compared with the
 	// replicated settings whenever those change (limitsRev).
@@ -104,6 +107,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			// the no-op did, since its grants and events happened on every
 			// member and waiters must learn of them.
 			f.log.Error("raft log entry does not decode; applied as a no-op", "index", entries[j].Index, "err", err)
+			f.decodeErrors.Add(1)
 			out[slots[j]] = &namespace.Result{Index: r.Index, Err: err, Events: r.Events, Grants: r.Grants}
 		}
 		if r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {

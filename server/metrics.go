@@ -56,6 +56,7 @@ type serverMetrics struct {
 	errored  prometheus.Counter
 	latency  prometheus.Observer
 	verifies prometheus.Counter
+	ops      *opsMetrics
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -69,6 +70,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 		latency:  proposalSeconds.WithLabelValues(id),
 		verifies: verifiesTotal.WithLabelValues(id),
 	}
+	m.ops = newOpsMetrics(s)
 	members.add(s)
 	return m
 }

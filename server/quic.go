@@ -488,9 +488,11 @@ func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, r
 		}
 	}
 	if h, ok := f.strm[req.Type]; ok {
-		if err := h(ctx, c, str, req); err != nil {
+		err := h(ctx, c, str, req)
+		if err != nil {
 			_ = session.Reply(str, session.ErrorResponse(wireError(err)))
 		}
+		f.s.metrics.ops.request(req.Type, time.Time{}, err, false)
 		return
 	}
 	resp, err := f.callUnary(ctx, c, req)
@@ -523,7 +525,9 @@ func (f *front) callUnary(ctx context.Context, c *clientConn, req *session.Reque
 	if !ok {
 		return nil, fmt.Errorf("%w: %v is not served by this member", session.ErrUnknownType, req.Type)
 	}
+	start := time.Now()
 	resp, err := h(ctx, c, req)
+	f.s.metrics.ops.request(req.Type, start, err, true)
 	if err != nil {
 		return resp, wireError(err)
 	}
