@@ -286,6 +286,11 @@ func (a *apiFront) handler() http.Handler {
 				apiError(w, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 			}
 		}()
+		if p := r.URL.Path; strings.Contains(p, "//") || strings.Contains(p+"/", "/./") || strings.Contains(p+"/", "/../") {
+			// ServeMux would redirect to the cleaned path: refuse instead.
+			apiError(w, fmt.Errorf("%w: %q has an empty, . or .. component", namespace.ErrBadPath, p))
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern == "" {
 			// No route: tell a wrong method from a wrong path.
 			if allowed := a.methodsFor(r); len(allowed) > 0 {

@@ -441,6 +441,9 @@ func (a *apiFront) lockQueues() ([]apiQueue, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
+		if len(q) == 0 {
+			continue // an ancestor the index tracks for hierarchy, no queue of its own
+		}
 		infos := make([]session.LockInfo, 0, len(q))
 		for _, li := range q {
 			infos = append(infos, wireLockInfo(li))

@@ -15,11 +15,11 @@ import (
 )
 
 // startDev runs a --dev member on free loopback ports.
-func startDev(t *testing.T) *Server {
+func startDev(t testing.TB) *Server {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Dev, cfg.DataDir = true, t.TempDir()
-	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr, cfg.APIAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := New(cfg)
