@@ -253,6 +253,14 @@ func (s *Store) Apply(index uint64, leaderTime int64, cmd *Command) *Result {
 	return s.ApplyBatch([]BatchEntry{{Index: index, Time: leaderTime, Cmd: cmd}})[0]
 }
 
+// Clock is the leader time (unix nanoseconds) of the last committed
+// command: the state machine's clock, which never goes backwards.
+func (s *Store) Clock() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clock
+}
+
 // AppliedIndex is the index of the last applied entry.
 func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 

@@ -142,9 +142,16 @@ type Config struct {
 	// connection has in flight; more are refused with ErrBusy. Default 4096.
 	MaxRequestsPerConn int
 
-	// Clock stamps entries on the leader and times session leases.
+	// Clock is this member's wall clock. The cluster reads it once in its
+	// life, to stamp the first entry of a cluster that has no time yet;
+	// after that time comes from the log and Monotonic (clusterclock.go).
 	// Default time.Now.
 	Clock func() time.Time
+	// Monotonic measures elapsed time, unaffected by wall-clock steps: it
+	// advances the cluster time the leader stamps on entries and times
+	// session leases. Default: time since the config was made, on Go's
+	// monotonic clock.
+	Monotonic func() time.Duration
 	// Observer is told about every applied batch; may be nil.
 	Observer ApplyObserver
 	// Logger receives structured logs; nil means slog.Default().
@@ -170,6 +177,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:     2,
 		ApplyTimeout:       10 * time.Second,
 		Clock:              time.Now,
+		Monotonic:          monotonicSince(time.Now()),
 	}
 	frontDefaults(&c)
 	return c
@@ -273,8 +281,16 @@ func (c *Config) Validate() error {
 		return bad("ApplyTimeout", "%v must be positive", c.ApplyTimeout)
 	case c.Clock == nil:
 		return bad("Clock", "required (use time.Now)")
+	case c.Monotonic == nil:
+		return bad("Monotonic", "required (DefaultConfig sets it)")
 	}
 	return c.validateFront()
+}
+
+// monotonicSince returns the time elapsed since start on Go's monotonic
+// clock.
+func monotonicSince(start time.Time) func() time.Duration {
+	return func() time.Duration { return time.Since(start) }
 }
 
 // checkDialable rejects addresses another member could not dial: no port,

@@ -65,6 +65,11 @@
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
 //     end through the log. Lock-delay default and cap are the cluster
 //     settings DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//   - Time (clusterclock.go): the leader stamps entries with the cluster
+//     time, the latest committed time advanced by its monotonic clock
+//     (Config.Monotonic); the wall clock (Config.Clock) is read only for a
+//     cluster's very first entry. Lock timers and session leases are
+//     therefore immune to wall-clock steps on any member.
 //   - Cluster settings (settings.go): namespace.Limits are replicated. The
 //     first leader of a cluster that has none records its Config.Limits
 //     (OpSetLimits, conditional on there being none) before it becomes

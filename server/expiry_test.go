@@ -113,6 +113,8 @@ func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
 	clock := session.NewManualClock(time.Now())
 	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
 		cfg.Clock = clock.Now
+		start := clock.Now()
+		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(start) }
 		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, 10*time.Millisecond
 		cfg.MaxSessionsPerIdentity = 3
 	})

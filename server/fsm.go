@@ -44,6 +44,9 @@ type fsm struct {
 	// replicated settings whenever those change (limitsRev).
 	ownLimits namespace.Limits
 	limitsRev uint64
+
+	// clock learns every committed time (nil in tests of the fsm alone).
+	clock *clusterClock
 }
 
 var (
@@ -113,6 +116,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
 			fresh = append(fresh, r)
 		}
+	}
+	if f.clock != nil && len(entries) > 0 {
+		f.clock.observe(f.store.Clock())
 	}
 	if len(logs) > 0 {
 		f.advance(logs[len(logs)-1].Index)
@@ -194,6 +200,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.restores.Add(1)
 	f.checkLimits()
+	if f.clock != nil {
+		f.clock.observe(f.store.Clock())
+	}
 	// The restored index may be below what was applied before (a user
 	// restore of an old snapshot); reset rather than advance.
 	f.mu.Lock()

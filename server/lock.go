@@ -533,7 +533,7 @@ func (l *lockService) tickWhileLeader(stop <-chan struct{}, sub <-chan bool) boo
 	burst := 0
 	for {
 		next, ok := s.store.NextTimer()
-		now := s.cfg.Clock().UnixNano()
+		now := s.clock.now()
 		wait := s.cfg.ExpiryTick
 		if ok && next <= now && burst < tickBurst {
 			burst++

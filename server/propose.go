@@ -24,7 +24,7 @@ func (s *Server) notLeader() error {
 	return e
 }
 
-// Propose commits cmd through raft, stamped with this leader's clock, and
+// Propose commits cmd through raft, stamped with the cluster time, and
 // returns what applying it produced. Only the leader proposes; others return
 // a *NotLeaderError. A command the namespace rejects still commits and comes
 // back with Result.Err set; the returned error is for failures to commit.
@@ -35,7 +35,7 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
-	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.cfg.Clock().UnixNano(), Cmd: *cmd})
+	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.clock.now(), Cmd: *cmd})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}

@@ -197,7 +197,7 @@ func (s *Server) openFront() error {
 	}
 	f := &front{s: s, log: s.log, ln: ln, conns: map[*clientConn]struct{}{}}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
-	f.keep = newLeaseKeeper(s, s.cfg.Clock)
+	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
 	f.register()
 	s.front = f
 	s.fsm.observer = s.applyObservers(s.cfg.Observer)

@@ -31,6 +31,7 @@ type Server struct {
 	membershipMu sync.Mutex
 
 	store     *namespace.Store
+	clock     *clusterClock // the time entries are stamped with
 	raftStore *raftstore.Store
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
@@ -119,6 +120,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
 	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = def.Monotonic
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -189,8 +193,10 @@ func (s *Server) open() error {
 	if s.httpAddr == "" {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
+	s.clock = newClusterClock(cfg.Clock, cfg.Monotonic, s.store.Clock())
 	s.fsm = newFSM(s.store, cfg.Observer)
 	s.fsm.log = s.log
+	s.fsm.clock = s.clock
 	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
 	noteLimits(s.store, cfg.Limits, s.log)
 	if err := s.openFront(); err != nil {
