@@ -28,7 +28,11 @@ func (f *fakeTime) wallOf(i int) func() time.Time {
 func (f *fakeTime) monotonic() time.Duration { f.mu.Lock(); defer f.mu.Unlock(); return f.mono }
 
 // step moves member i's wall clock only.
-func (f *fakeTime) step(i int, d time.Duration) { f.mu.Lock(); f.wall[i] = f.wall[i].Add(d); f.mu.Unlock() }
+func (f *fakeTime) step(i int, d time.Duration) {
+	f.mu.Lock()
+	f.wall[i] = f.wall[i].Add(d)
+	f.mu.Unlock()
+}
 
 // elapse lets d pass: every wall clock and the monotonic clock move.
 func (f *fakeTime) elapse(d time.Duration) {
@@ -98,7 +102,7 @@ func TestWallClockStepsDoNotMoveLockTimers(t *testing.T) {
 		t.Fatal("a forward wall-clock step ended a 10s hold TTL after 1s")
 	}
 
-	ft.step(leader, -2*time.Hour) // an hour behind where it started
+	ft.step(leader, -2*time.Hour)      // an hour behind where it started
 	ft.elapse(8500 * time.Millisecond) // 9.5s since the grant
 	tick(t, s)
 	if !held(s, li.Node) {
