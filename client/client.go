@@ -36,6 +36,7 @@ type Client struct {
 	closed   bool
 
 	kaWake chan struct{} // wakes the keepalive loop; buffered 1
+	locks  *lockFollower // the held locks (lockfollow.go)
 }
 
 // Dial connects to the cluster named by cfg and opens the default session
@@ -61,6 +62,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		kaWake:   make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.locks = newLockFollower(c)
 	c.wg.Add(2)
 	go c.connectLoop()
 	go c.keepaliveLoop()

@@ -26,6 +26,9 @@ type clusterOptions struct {
 	// watchHistory is how many events the servers keep for watches that
 	// resume (0: default).
 	watchHistory int
+	// maxRequests is the servers' MaxRequestsPerConn (0: default); their
+	// MaxWatchesPerConn is then half of it.
+	maxRequests int
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -38,6 +41,9 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 			}
 			if o.watchHistory > 0 {
 				cfg.WatchHistory = o.watchHistory
+			}
+			if o.maxRequests > 0 {
+				cfg.MaxRequestsPerConn, cfg.MaxWatchesPerConn = o.maxRequests, o.maxRequests/2
 			}
 		},
 	})

@@ -25,9 +25,11 @@ import (
 //     it ends the stream is reset and the server withdraws the request
 //     (the deadline also travels as the request's timeout, so the server
 //     withdraws it even if the reset is lost).
-//   - The stream stays open while the lock is held: the server ends it
-//     when the lock goes away, which closes Lost(). Lost() also closes
-//     when the session ends.
+//   - The server ends the stream at the grant: a held lock is not a
+//     request in flight. It tells of the lock's end (released, lost,
+//     deleted) on the connection's one lock notices stream, which the
+//     client's lockFollower reads (lockfollow.go): that closes Lost().
+//     Lost() also closes when the session ends.
 //   - After a connection loss or a leader change the client re-attaches to
 //     its request node (MsgLock with Node) on the new leader, keeping its
 //     place in the queue, while waiting and while holding. When the
@@ -229,8 +231,8 @@ type hold struct {
 	token uint64
 	rev   uint64 // the request's revision: its place in the queue
 	lost  chan struct{}
-	stop  context.CancelFunc // ends the stream that watches the lock
-	done  chan struct{}      // closed when the watcher ended
+	stop  func()        // stops following the lock
+	done  chan struct{} // closed when following stopped
 
 	mu        sync.Mutex
 	err       error // why lost; nil while held
@@ -442,20 +444,20 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 		case session.LockGranted:
 			a.node, a.unknown = resp.Node, false
 			claim(h, resp.Node)
+			// The server ended the stream at the grant.
+			sr.Close()
+			scancel()
 			if !stopOnCtx() {
-				// ctx ended as the grant came: the reset releases it.
-				scancel()
+				// ctx ended as the grant came: nobody will hold it.
+				h.releaseLater(resp.Node)
 				return nil, ctx.Err()
 			}
 			if end := h.s.LeaseEnd(); h.now().After(end) {
-				sr.Close()
-				scancel()
 				h.releaseLater(resp.Node)
 				return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
 			}
-			hd := &hold{node: resp.Node, token: resp.Token, rev: resp.Rev, lost: make(chan struct{}), stop: scancel, done: make(chan struct{})}
-			if !c.goFunc(func() { h.watch(sctx, hd, sr) }) {
-				scancel()
+			hd := h.follow(resp, l)
+			if hd == nil {
 				return nil, ErrClosed
 			}
 			return hd, nil
@@ -586,93 +588,36 @@ func (h *lockHandle) adopt(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-// watch follows a held lock until it is lost, released or the client
-// closes: it reads the lock's stream, whose end says the lock went away,
-// and re-attaches to the request after a broken connection.
-func (h *lockHandle) watch(sctx context.Context, hd *hold, sr *session.StreamReader) {
-	defer close(hd.done)
-	defer unclaim(h, hd.node)
+// follow makes the hold of a grant and follows it: the client's
+// lockFollower reports the server's notice of its end, and the session's
+// end loses it too.
+func (h *lockHandle) follow(resp *session.Response, l *link) *hold {
+	hd := &hold{node: resp.Node, token: resp.Token, rev: resp.Rev, lost: make(chan struct{}), done: make(chan struct{})}
 	stopSess := make(chan struct{})
-	defer close(stopSess)
-	h.c.goFunc(func() {
+	var once sync.Once
+	hd.stop = func() {
+		once.Do(func() {
+			h.c.locks.remove(hd.node)
+			close(stopSess)
+		})
+	}
+	if !h.c.goFunc(func() {
+		defer close(hd.done)
+		defer unclaim(h, hd.node)
 		select {
 		case <-h.s.Done():
 			hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, h.path, h.s.Err()))
 			hd.stop()
 		case <-stopSess:
 		}
-	})
-	for {
-		_, err := sr.Next()
-		if err == nil {
-			continue // no frames are expected while held; ignore
-		}
-		sr.Close()
-		if sctx.Err() != nil {
-			return // Unlock, the session's end or Close
-		}
-		if isWire(err) && !retryElsewhere(err) {
-			hd.lose(fmt.Errorf("%w: %w", ErrLockLost, err))
-			hd.stop()
-			return
-		}
-		if sr, err = h.reattach(sctx, hd.node); err != nil {
-			if sctx.Err() == nil {
-				hd.lose(fmt.Errorf("%w: %w", ErrLockLost, err))
-			}
-			hd.stop()
-			return
-		}
+	}) {
+		return nil
 	}
-}
-
-// reattach opens a stream on the held request node on the current link.
-func (h *lockHandle) reattach(sctx context.Context, node string) (*session.StreamReader, error) {
-	c := h.c
-	req := session.Request{Type: session.MsgLock, Path: h.path, Mode: h.mode, Node: node}
-	hops, idle := 0, 0
-	for {
-		l, err := c.ready4(sctx, h.s, &req)
-		if err != nil {
-			return nil, err
-		}
-		sr, err := session.OpenStreaming(sctx, l.conn, &req)
-		var resp *session.Response
-		if err == nil {
-			resp, err = sr.Next()
-		}
-		if err == nil {
-			if resp.Lock == session.LockGranted {
-				return sr, nil
-			}
-			sr.Close()
-			return nil, fmt.Errorf("%w: %s is waiting again", ErrNotHeld, node)
-		}
-		if sr != nil {
-			sr.Close()
-		}
-		if sctx.Err() != nil {
-			return nil, sctx.Err()
-		}
-		switch {
-		case !isWire(err):
-			if !isStreamErr(err) {
-				c.drop(l, "", err)
-				continue
-			}
-			idle++
-			if !c.sleep(sctx, idle) {
-				return nil, err
-			}
-			continue
-		case errors.Is(err, namespace.ErrClosed):
-			c.drop(l, "", err)
-			continue
-		}
-		if retry, err := c.onError(sctx, l, h.s, &req, err, &hops, &idle); !retry {
-			return nil, err
-		}
+	if !h.c.locks.add(h, hd, l) {
+		hd.stop()
+		return nil
 	}
+	return hd
 }
 
 // release runs Unlock.

@@ -8,9 +8,13 @@ package server
 //     keyed by their request node in a registry fed by the apply observer:
 //     a grant wakes exactly the stream of the request granted, never the
 //     other waiters (no herd).
-//   - The stream stays open after the grant and ends with ErrNotHeld when
-//     the lock goes away, so a client learns at once that it lost a lock
-//     (hold TTL, node deleted, session ended).
+//   - The stream ends at the grant: a held lock is not a request in
+//     flight and costs no request slot, no stream and no goroutine. The
+//     member follows it for the connection it was granted to (held, by
+//     node) and, when it goes away (hold TTL, node deleted, session
+//     ended, released), queues a notice for that connection, delivered on
+//     its one MsgLockNotices stream, so a client learns at once that it
+//     lost a lock. A held lock costs the member two map entries.
 //   - A stream the client resets while its connection lives is a client
 //     that gave up: the request is withdrawn, or the lock released when
 //     the grant raced the reset (OpLockCancel does both). A lost
@@ -57,6 +61,8 @@ type lockService struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*lockWaiter]struct{} // by request node
+	held    map[string]*connLocks               // granted requests followed, by node
+	conns   map[*clientConn]*connLocks
 
 	wake chan struct{} // capacity 1: an applied batch may have moved NextTimer
 }
@@ -108,6 +114,119 @@ func (w *lockWaiter) state() (granted bool, token uint64, gone string) {
 	return w.granted, w.token, w.gone
 }
 
+// connLocks is what a connection was granted: the held locks followed for
+// it and the notices of those that went away, waiting for its notices
+// stream. Both are bounded by the locks granted to the connection.
+type connLocks struct {
+	nodes     map[string]struct{}
+	pending   []session.Response
+	wake      chan struct{} // capacity 1
+	streaming bool          // a MsgLockNotices stream is open
+}
+
+// follow makes c the connection told when node goes away (a re-attach
+// from another connection moves it).
+func (l *lockService) follow(c *clientConn, node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.held[node]; old != nil {
+		delete(old.nodes, node)
+	}
+	cl := l.connState(c)
+	cl.nodes[node] = struct{}{}
+	l.held[node] = cl
+}
+
+// connState returns c's lock state, made on first use. l.mu is held.
+func (l *lockService) connState(c *clientConn) *connLocks {
+	cl := l.conns[c]
+	if cl == nil {
+		cl = &connLocks{nodes: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+		l.conns[c] = cl
+	}
+	return cl
+}
+
+// connClosed forgets what c followed: its client re-attaches to its
+// held locks on its next connection.
+func (l *lockService) connClosed(c *clientConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cl := l.conns[c]
+	if cl == nil {
+		return
+	}
+	for node := range cl.nodes {
+		if l.held[node] == cl {
+			delete(l.held, node)
+		}
+	}
+	delete(l.conns, c)
+}
+
+// gone queues the notice that node went away for the connection that
+// follows it. l.mu is held.
+func (l *lockService) gone(node, why string) {
+	cl := l.held[node]
+	if cl == nil {
+		return
+	}
+	delete(l.held, node)
+	delete(cl.nodes, node)
+	cl.pending = append(cl.pending, session.Response{Lock: session.LockGone, Node: node, Message: why})
+	select {
+	case cl.wake <- struct{}{}:
+	default:
+	}
+}
+
+// heldCount is the number of held locks followed (metrics, tests).
+func (l *lockService) heldCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// serveNotices runs a connection's MsgLockNotices stream: it sends the
+// notices of the held locks that went away, as they come.
+func (l *lockService) serveNotices(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
+	l.mu.Lock()
+	cl := l.connState(c)
+	if cl.streaming {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: this connection's lock notices stream is already open", session.ErrBusy)
+	}
+	cl.streaming = true
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		cl.streaming = false
+		l.mu.Unlock()
+	}()
+	if err := session.WriteResponse(str, &session.Response{}); err != nil {
+		return nil
+	}
+	for {
+		l.mu.Lock()
+		batch := cl.pending
+		cl.pending = nil
+		l.mu.Unlock()
+		for i := range batch {
+			if err := session.WriteResponse(str, &batch[i]); err != nil {
+				l.mu.Lock()
+				cl.pending = append(batch[i:], cl.pending...) // for the next stream
+				l.mu.Unlock()
+				return nil
+			}
+		}
+		select {
+		case <-cl.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // Reasons a request went away, as the ErrNotHeld frame tells them.
 const (
 	goneDeleted  = "its node was deleted"
@@ -118,9 +237,11 @@ const (
 // registerLocks installs the lock handlers and the lock observer; the
 // caller (register) runs before Start.
 func (f *front) registerLocks() {
-	l := &lockService{f: f, waiters: map[string]map[*lockWaiter]struct{}{}, wake: make(chan struct{}, 1)}
+	l := &lockService{f: f, waiters: map[string]map[*lockWaiter]struct{}{}, wake: make(chan struct{}, 1),
+		held: map[string]*connLocks{}, conns: map[*clientConn]*connLocks{}}
 	f.locks = l
 	f.handleStream(session.MsgLock, l.serveLock)
+	f.handleStream(session.MsgLockNotices, l.serveNotices)
 	f.handleUnary(session.MsgLockRelease, l.release)
 	f.handleUnary(session.MsgLockRenew, l.renew)
 	f.handleUnary(session.MsgCheckSequencer, l.checkSequencer)
@@ -137,7 +258,10 @@ func (l *lockService) Applied(results []*namespace.Result) {
 	wake := false
 	l.mu.Lock()
 	watching := len(l.waiters) > 0
+	following := len(l.held) > 0
+	var deleted []string // followed nodes deleted by the result at hand
 	for _, r := range results {
+		deleted = deleted[:0]
 		if len(r.Grants) > 0 {
 			wake = true
 			if watching {
@@ -165,6 +289,22 @@ func (l *lockService) Applied(results []*namespace.Result) {
 				for w := range l.waiters[ev.Path] {
 					w.setGone(why)
 				}
+			}
+			switch {
+			case !following:
+			case why == goneDeleted:
+				// A deleted request node gets its precise reason later
+				// in the same command's events, when it has one.
+				if _, ok := l.held[ev.Path]; ok {
+					deleted = append(deleted, ev.Path)
+				}
+			default:
+				l.gone(ev.Path, why)
+			}
+		}
+		for _, node := range deleted {
+			if _, ok := l.held[node]; ok {
+				l.gone(node, goneDeleted)
 			}
 		}
 	}
@@ -357,11 +497,16 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 			return err
 		}
 	}
+	// Followed from before the answer, while the waiter still sees a
+	// loss: nothing can go away unseen in between.
+	l.follow(c, w.node)
+	if _, _, gone := w.state(); gone != "" {
+		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	}
 	if err := session.WriteResponse(str, &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}); err != nil {
 		l.ended(c, str, w.node, req.Session)
-		return nil
 	}
-	return l.hold(ctx, c, str, w, req.Session)
+	return nil // the stream ends: a held lock is no request in flight
 }
 
 // wait blocks until w's request is granted and returns its token. A
@@ -391,22 +536,6 @@ func (l *lockService) wait(ctx context.Context, c *clientConn, str *quic.Stream,
 		case <-ctx.Done():
 			l.ended(c, str, w.node, req.Session)
 			return 0, nil
-		}
-	}
-}
-
-// hold watches a granted lock until it goes away (then the stream ends
-// with ErrNotHeld) or the stream ends.
-func (l *lockService) hold(ctx context.Context, c *clientConn, str *quic.Stream, w *lockWaiter, sessionID uint64) error {
-	for {
-		if _, _, gone := w.state(); gone != "" {
-			return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
-		}
-		select {
-		case <-w.notify:
-		case <-ctx.Done():
-			l.ended(c, str, w.node, sessionID)
-			return nil
 		}
 	}
 }

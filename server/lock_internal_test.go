@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -243,6 +244,18 @@ func (lc *lockConn) lock(ctx context.Context, req session.Request) (*session.Str
 	return sr, resp, err
 }
 
+// notices opens the connection's lock notices stream and reads its
+// acknowledgement, or the refusal that ended it.
+func (lc *lockConn) notices(ctx context.Context) (*session.StreamReader, error) {
+	lc.t.Helper()
+	sr, err := session.OpenStreaming(ctx, lc.conn, &session.Request{Type: session.MsgLockNotices})
+	if err != nil {
+		lc.t.Fatal(err)
+	}
+	_, err = sr.Next()
+	return sr, err
+}
+
 func TestLockProtocol(t *testing.T) {
 	s := startDev(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -263,11 +276,12 @@ func TestLockProtocol(t *testing.T) {
 			t.Fatalf("%+v: %v, want %v", tc.req, err, tc.want)
 		}
 	}
-	sr, _, err := a.lock(ctx, session.Request{Path: "/p"})
+	sr, pg, err := a.lock(ctx, session.Request{Path: "/p"})
 	sr.Close()
 	if err != nil {
 		t.Fatal(err) // (a valid request, for contrast: granted)
 	}
+	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: pg.Node})
 	if _, err := a.try(ctx, &session.Request{Type: session.MsgLockRelease}); !errors.Is(err, namespace.ErrBadCommand) {
 		t.Fatalf("release without node: %v", err)
 	}
@@ -285,10 +299,25 @@ func TestLockProtocol(t *testing.T) {
 		t.Fatalf("refused requests were proposed: applied %d -> %d", applied, got)
 	}
 
-	// a holds /l: granted at once, one frame.
+	// a holds /l: granted at once, one frame, and the stream ends there:
+	// a held lock is no request in flight.
 	held, g, err := a.lock(ctx, session.Request{Path: "/l"})
 	if err != nil || g.Lock != session.LockGranted || g.Token == 0 || g.Rev != g.Token {
 		t.Fatalf("first lock: %+v %v", g, err)
+	}
+	if _, err := held.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("held lock's stream after the grant: %v, want its end", err)
+	}
+	if n := s.front.locks.heldCount(); n != 1 {
+		t.Fatalf("%d held locks followed", n)
+	}
+	notes, err := a.notices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /p's release before the stream opened waited for it.
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != pg.Node || n.Message != goneReleased {
+		t.Fatalf("queued notice: %+v %v", n, err)
 	}
 	sq := &session.Sequencer{Path: "/l", Token: g.Token, Session: a.id}
 	if !b.rt(ctx, &session.Request{Type: session.MsgCheckSequencer, Sequencer: sq}).Valid {
@@ -321,8 +350,12 @@ func TestLockProtocol(t *testing.T) {
 		t.Fatalf("b re-attaching to a's request: %v", err)
 	}
 	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node})
-	if _, err := held.Next(); !errors.Is(err, session.ErrNotHeld) {
-		t.Fatalf("holder's stream after release: %v", err)
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != g.Node || n.Message != goneReleased {
+		t.Fatalf("holder's notice after release: %+v %v", n, err)
+	}
+	// One notices stream per connection.
+	if _, err := a.notices(ctx); !errors.Is(err, session.ErrBusy) {
+		t.Fatalf("second notices stream: %v", err)
 	}
 	bg, err := wait.Next()
 	if err != nil || bg.Lock != session.LockGranted || bg.Node != q.Node || bg.Token <= g.Token {
@@ -340,7 +373,7 @@ func TestLockProtocol(t *testing.T) {
 	}
 	a.conn.Close()
 	waitCond(t, "a's stream to end", func() error {
-		if n := s.front.locks.waiterCount(); n != 1 { // b's, which holds
+		if n := s.front.locks.waiterCount(); n != 0 { // b holds: no stream
 			return fmt.Errorf("%d lock streams", n)
 		}
 		return nil
@@ -361,11 +394,22 @@ func TestLockProtocol(t *testing.T) {
 		}
 		return nil
 	})
-	// A held lock whose stream the client resets is released.
-	wait.Close()
-	waitCond(t, "reset releases the held lock", func() error {
-		if got := b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: "/l"}).Locks; len(got) != 0 {
-			return fmt.Errorf("queue %+v", got)
+	// b's held lock is followed for b's connection until it goes: the
+	// notice waits for b's notices stream, opened late.
+	if _, err := wait.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("b's stream after the grant: %v", err)
+	}
+	b.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: bg.Node})
+	bn, err := b.notices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := bn.Next(); err != nil || n.Lock != session.LockGone || n.Node != bg.Node {
+		t.Fatalf("b's notice: %+v %v", n, err)
+	}
+	waitCond(t, "nothing followed or waiting", func() error {
+		if n := s.front.locks.heldCount(); n != 0 {
+			return fmt.Errorf("%d held locks followed", n)
 		}
 		if n := s.front.locks.waiterCount(); n != 0 {
 			return fmt.Errorf("%d lock streams registered", n)

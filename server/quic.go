@@ -299,6 +299,7 @@ func (f *front) acceptLoop() {
 		f.mu.Unlock()
 		f.s.goFunc(func() {
 			defer func() {
+				f.locks.connClosed(c)
 				f.mu.Lock()
 				delete(f.conns, c)
 				f.mu.Unlock()
@@ -381,8 +382,10 @@ func (c *clientConn) serve() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-c.sem }()
-			c.serveStream(str)
+			var once sync.Once
+			free := func() { once.Do(func() { <-c.sem }) }
+			defer free()
+			c.serveStream(str, free)
 		}()
 	}
 }
@@ -450,7 +453,11 @@ func isTimeout(err error) bool {
 // serveStream reads one request, dispatches it and answers. A panic in a
 // handler is logged and answered with ErrInternal: no client input may take
 // the member down.
-func (c *clientConn) serveStream(str *quic.Stream) {
+//
+// free gives the stream's request slot back early: the lock notices
+// stream (one per connection) lives as long as the connection and is no
+// request in flight.
+func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 	defer session.EndStream(str)
 	defer func() {
 		if r := recover(); r != nil {
@@ -466,6 +473,9 @@ func (c *clientConn) serveStream(str *quic.Stream) {
 			session.Reject(str, requestError(err))
 		}
 		return
+	}
+	if req.Type == session.MsgLockNotices {
+		free()
 	}
 	ctx, cancel := context.WithCancel(str.Context())
 	defer cancel()

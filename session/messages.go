@@ -111,7 +111,23 @@ const (
 	// Stale. Response: Locks, More (the list was cut), Rev.
 	MsgLockQueue
 
-	msgTypeEnd // keep last: one past the highest valid type
+	msgTypeEnd // keep last: one past the highest type of the first list
+)
+
+// Message types added later carry explicit values (ranges are assigned per
+// area so that parallel work never collides).
+const (
+	// MsgLockNotices opens the connection's lock notices stream (at most
+	// one per connection; it takes no request slot). A MsgLock stream ends
+	// at the grant: a held lock is no request in flight. The server then
+	// follows the held lock for the connection that was granted it (or
+	// that re-attached to it last) and, when it goes away (released,
+	// lost, deleted), sends one frame on this stream: Lock=LockGone,
+	// Node, Message (why). Notices for a connection wait for its stream,
+	// at most one per lock it was granted. The first frame (no Lock)
+	// acknowledges the stream. After a reconnection the client re-attaches
+	// to its held locks (MsgLock with Node) on the new connection.
+	MsgLockNotices MsgType = 40
 )
 
 var msgTypeNames = [...]string{
@@ -139,6 +155,7 @@ var msgTypeNames = [...]string{
 	MsgLockRenew:      "LockRenew",
 	MsgCheckSequencer: "CheckSequencer",
 	MsgLockQueue:      "LockQueue",
+	MsgLockNotices:    "LockNotices",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -150,11 +167,13 @@ func (t MsgType) String() string {
 }
 
 // Valid reports whether t is a type this version understands.
-func (t MsgType) Valid() bool { return t > MsgInvalid && t < msgTypeEnd }
+func (t MsgType) Valid() bool {
+	return t > MsgInvalid && int(t) < len(msgTypeNames) && msgTypeNames[t] != ""
+}
 
 // Streaming reports whether the server answers t with a sequence of frames
 // instead of exactly one.
-func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock }
+func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock || t == MsgLockNotices }
 
 // IsRead reports whether t only reads the namespace, so Stale may apply.
 func (t MsgType) IsRead() bool {
@@ -205,6 +224,7 @@ const (
 	LockNone    LockPhase = iota // not a lock frame
 	LockQueued                   // the request node exists; Node and Rev set
 	LockGranted                  // the lock is held; Token and Node set
+	LockGone                     // MsgLockNotices: the held lock Node went away; Message says why
 )
 
 // EventResync is a watch event type that namespace never produces: the
