@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 
@@ -14,24 +15,35 @@ func init() {
 		name:    "bench",
 		usage:   "SCENARIO [flags]",
 		summary: "measure latency, lock throughput or session load against a running cluster",
-		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `.
+		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `, all.
 
   get, stale-get  -n reads of one node of --data-size bytes (linearizable, or
                   stale from the member the connection is on: the leader)
   create          -n creates of new persistent nodes of --data-size bytes
+  set             -n sets of existing nodes of --data-size bytes, each
+                  goroutine its own node (one commit each: -c 64 measures
+                  commits/s with 64 proposers)
+  watch           -n sets of one node by a writer while a watcher on another
+                  connection waits for each: put start → watch event
   lock            -n uncontended Lock+Unlock cycles (acquire and release
                   latency); each goroutine its own session and lock path,
                   or a new path per cycle with --fresh-path
   contended       -c clients (default 64), each its own session, spread over
                   --conns connections (default 4); client i takes and
-                  releases lock i mod --locks for --duration: acquire+release
-                  per second, acquire latency, fairness = max/min grants
+                  releases lock i mod --locks (a random lock every cycle with
+                  --random) for --duration: acquire+release per second,
+                  acquire latency, fairness = max/min grants
   sessions        opens --sessions sessions with --session-ttl (default 10s),
                   -c at a time, over --conns connections (1: all on one;
                   equal to --sessions: one connection each); holds them for
                   --window after a TTL/3 settle and reads the leader's
                   /metrics: CPU % of one core over the window and resident
                   memory per session; then closes them
+  all             one after the other: lock, set, watch (-n each); contended
+                  with 64 clients on a connection each, a random lock per
+                  cycle (--duration); set by 64 proposers on 8 connections
+                  (20,000 sets); --sessions sessions on a connection each,
+                  held 2s; then a summary table of every figure
 
 -n and -c: operations and goroutines (get, stale-get, create, lock: default
 2000 and 1). Every run works under --prefix (default /latch-bench-<random>,
@@ -55,6 +67,7 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
+			fs.BoolVar(&c.RandomLock, "random", false, "contended: every cycle takes a random lock instead of lock i mod --locks")
 			fs.BoolVar(&c.FreshPath, "fresh-path", false, "lock: a new lock path every cycle instead of one per goroutine")
 			fs.StringVar(&c.Prefix, "prefix", "", "node the run works under; must not exist (default /latch-bench-<random>)")
 			fs.BoolVar(&c.Keep, "keep", false, "leave --prefix and its nodes in place")
@@ -77,6 +90,9 @@ With -o json the report is one JSON document (durations in ms).`,
 				if *verbose {
 					cfg.Log = e.stderr
 				}
+				if cfg.Scenario == bench.ScenarioAll {
+					return runAll(ctx, e, cfg)
+				}
 				rep, err := bench.Run(ctx, cfg)
 				if err != nil {
 					return err
@@ -85,4 +101,25 @@ With -o json the report is one JSON document (durations in ms).`,
 			}
 		},
 	})
+}
+
+// runAll runs `latch bench all`: each report as it completes, then the
+// summary (or, with -o json, one JSON array of the reports).
+func runAll(ctx context.Context, e *env, cfg bench.Config) error {
+	if e.g.output == "json" {
+		reps, err := bench.RunAll(ctx, cfg, nil)
+		if err != nil {
+			return err
+		}
+		return e.emit(reps, nil)
+	}
+	reps, err := bench.RunAll(ctx, cfg, func(r *bench.Report) {
+		r.WriteTable(e.stdout)
+		fmt.Fprintln(e.stdout)
+	})
+	if err != nil {
+		return err
+	}
+	bench.WriteSummary(e.stdout, reps)
+	return nil
 }

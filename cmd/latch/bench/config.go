@@ -20,6 +20,12 @@ const (
 	ScenarioStaleGet = "stale-get"
 	// ScenarioCreate: Create of persistent nodes with DataSize bytes.
 	ScenarioCreate = "create"
+	// ScenarioSet: Set of an existing node of DataSize bytes, each
+	// goroutine its own node: one commit per operation.
+	ScenarioSet = "set"
+	// ScenarioWatch: one writer sets a node while a watcher on another
+	// connection waits for each change: put → event latency.
+	ScenarioWatch = "watch"
 	// ScenarioLock: uncontended Mutex Lock then Unlock.
 	ScenarioLock = "lock"
 	// ScenarioContended: Concurrency sessions cycling Lock/Unlock on
@@ -31,7 +37,7 @@ const (
 )
 
 // Scenarios lists every scenario, in the order the help shows them.
-var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioLock, ScenarioContended, ScenarioSessions}
+var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions}
 
 // Defaults of Config (see the fields).
 const (
@@ -72,8 +78,12 @@ type Config struct {
 	// connection.
 	Conns int
 	// Locks is how many locks contended spreads its clients over (client i
-	// always takes lock i mod Locks). Default DefaultLocks.
+	// always takes lock i mod Locks, or a random one with RandomLock).
+	// Default DefaultLocks.
 	Locks int
+	// RandomLock makes every contended client pick a lock at random for
+	// each cycle instead of always the same one.
+	RandomLock bool
 	// Duration is how long contended runs. Default DefaultDuration.
 	Duration time.Duration
 	// Sessions is how many sessions the sessions scenario opens. Default
@@ -189,6 +199,8 @@ func (c Config) Validate() error {
 		return bad("Conns", "%d connections for %d sessions: every connection carries at least its own session", d.Conns, d.Sessions)
 	case d.Scenario == ScenarioContended && d.Conns > d.Concurrency:
 		return bad("Conns", "%d connections for %d clients", d.Conns, d.Concurrency)
+	case d.Scenario == ScenarioWatch && (d.Concurrency != 1 || d.Conns != 1):
+		return bad("Concurrency", "watch runs one writer and one watcher on their own connections")
 	case d.Scenario != ScenarioSessions && d.Scenario != ScenarioContended && d.Conns > d.Concurrency:
 		return bad("Conns", "%d connections for %d goroutines", d.Conns, d.Concurrency)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,7 +89,8 @@ func (r *runner) lock(rep *Report) error {
 }
 
 // contended runs Concurrency clients, each its own session, for Duration:
-// client i takes and at once releases lock i mod Locks, again and again.
+// client i takes and at once releases lock i mod Locks (or a random lock
+// each cycle with RandomLock), again and again.
 // The sessions share Conns connections. A cycle counts when its Lock
 // returned within Duration; its Unlock always completes.
 func (r *runner) contended(rep *Report) error {
@@ -112,9 +114,17 @@ func (r *runner) contended(rep *Report) error {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, s := range sessions {
-		m := client.NewMutex(s, r.path(fmt.Sprintf("contended/l%d", i%locks)))
+		mutexes := make([]*client.Mutex, locks)
+		for l := range mutexes {
+			mutexes[l] = client.NewMutex(s, r.path(fmt.Sprintf("contended/l%d", l)))
+		}
+		rng := rand.New(rand.NewPCG(uint64(i), 0x1a7c4))
 		wg.Go(func() {
 			for wctx.Err() == nil {
+				m := mutexes[i%locks]
+				if r.cfg.RandomLock {
+					m = mutexes[rng.IntN(locks)]
+				}
 				t0 := time.Now()
 				err := m.Lock(wctx)
 				d := time.Since(t0)
@@ -148,12 +158,16 @@ func (r *runner) contended(rep *Report) error {
 		total += g
 	}
 	finish(rep, total, elapsed, OpLatency{Op: "acquire", Latency: Summarize(merge(acq))})
-	c := &Contention{Clients: n, Locks: locks, MinGrants: slices.Min(grants), MaxGrants: slices.Max(grants)}
+	c := &Contention{Clients: n, Locks: locks, RandomLock: r.cfg.RandomLock, MinGrants: slices.Min(grants), MaxGrants: slices.Max(grants)}
 	if f, ok := Fairness(grants); ok {
 		c.Fairness = &f
 	}
 	rep.Contention = c
-	rep.Notes = append(rep.Notes, fmt.Sprintf("client i takes lock i mod %d and releases it at once; acquire latency includes the wait in the queue", locks))
+	pick := fmt.Sprintf("client i takes lock i mod %d", locks)
+	if r.cfg.RandomLock {
+		pick = fmt.Sprintf("each client takes a random one of %d locks every cycle", locks)
+	}
+	rep.Notes = append(rep.Notes, pick+" and releases it at once; acquire latency includes the wait in the queue")
 	return nil
 }
 

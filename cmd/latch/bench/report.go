@@ -47,6 +47,9 @@ type OpLatency struct {
 type Contention struct {
 	Clients int `json:"clients"`
 	Locks   int `json:"locks"`
+	// RandomLock: every cycle took a random lock (else client i lock i
+	// mod Locks).
+	RandomLock bool `json:"random_lock,omitempty"`
 	// MinGrants and MaxGrants are the fewest and most grants one client
 	// got; Fairness is their ratio, null when a client got none.
 	MinGrants int      `json:"min_grants"`
@@ -114,7 +117,11 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("open rate", "%s sessions/s", num(r.OpsPerSec))
 	case ScenarioContended:
 		if c := r.Contention; c != nil {
-			row("clients", "%s on %s, %s", plural(c.Clients, "session"), plural(r.Conns, "connection"), plural(c.Locks, "lock"))
+			pick := ""
+			if c.RandomLock {
+				pick = ", a random one per cycle"
+			}
+			row("clients", "%s on %s, %s%s", plural(c.Clients, "session"), plural(r.Conns, "connection"), plural(c.Locks, "lock"), pick)
 		}
 		row("cycles", "%d lock+unlock", r.Ops)
 		row("elapsed", "%s", dur(r.Elapsed))

@@ -53,6 +53,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		err = r.get(rep, cfg.Scenario == ScenarioStaleGet)
 	case ScenarioCreate:
 		err = r.create(rep)
+	case ScenarioSet:
+		err = r.set(rep)
+	case ScenarioWatch:
+		err = r.watch(rep)
 	case ScenarioLock:
 		err = r.lock(rep)
 	case ScenarioContended:

@@ -8,7 +8,9 @@
 #   sh cmd/latch/bench/testdata/cluster.sh stop DIR    # kills the members, removes DIR
 #
 # Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
-# HTTP 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in DIR/nX.log.
+# HTTP 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in
+# DIR/nX.log. BIN=PATH takes latchd and latch from PATH instead of building
+# them (to compare an old build with a new one in one session).
 set -eu
 cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=${2:?usage: cluster.sh start|stop DIR}
@@ -17,8 +19,12 @@ base=${BASE:-17}
 case $cmd in
 start)
 	mkdir -p "$dir/bin"
-	go build -o "$dir/bin/latchd" ./cmd/latchd
-	go build -o "$dir/bin/latch" ./cmd/latch
+	if [ -n "${BIN:-}" ]; then
+		cp "$BIN/latchd" "$BIN/latch" "$dir/bin/"
+	else
+		go build -o "$dir/bin/latchd" ./cmd/latchd
+		go build -o "$dir/bin/latch" ./cmd/latch
+	fi
 	go run ./cmd/latch/bench/testdata/devcerts "$dir/tls"
 	peers=""
 	for i in 1 2 3; do
