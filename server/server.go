@@ -32,7 +32,7 @@ type Server struct {
 
 	store     *namespace.Store
 	clock     *clusterClock // the time entries are stamped with
-	raftStore *raftstore.Store
+	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
@@ -139,13 +139,15 @@ func setIfZero[T comparable](field *T, def T) {
 // open creates the data dir layout, opens the stores and binds listeners.
 func (s *Server) open() error {
 	cfg := &s.cfg
-	for _, dir := range []string{cfg.DataDir, s.dir("raft"), s.dir("fsm")} {
+	for _, dir := range []string{cfg.DataDir, s.dir("raft-wal"), s.dir("fsm")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("latch: create data dir: %w", err)
 		}
 	}
 	var err error
-	s.raftStore, err = raftstore.Open(raftstore.Config{Dir: s.dir("raft"), Logger: s.log})
+	// The raft log was a badger store in <data-dir>/raft before the WAL;
+	// OpenWAL moves such a log over once.
+	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: newHCLog(s.log, "raft-wal")})
 	if err != nil {
 		return err
 	}

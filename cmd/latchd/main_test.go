@@ -60,7 +60,7 @@ func TestDevRestartReusesDataDir(t *testing.T) {
 	if strings.Count(n.Logs(), `"existing_state":true`) != 1 {
 		t.Fatalf("second start did not find the first one's raft state:\n%s", n.Logs())
 	}
-	if _, err := os.Stat(filepath.Join(n.DataDir, "raft")); err != nil {
+	if _, err := os.Stat(filepath.Join(n.DataDir, "raft-wal")); err != nil {
 		t.Fatalf("data dir layout: %v", err)
 	}
 	if code := n.Stop(t); code != 0 {

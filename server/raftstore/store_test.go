@@ -267,27 +267,37 @@ func FuzzDecodeLog(f *testing.F) {
 	})
 }
 
-// BenchmarkStoreLogs measures a fsynced append of a batch of 100-byte entries,
-// which is what raft does for every batch it replicates.
+// BenchmarkStoreLogs measures a fsynced append of a batch of 100-byte
+// entries, which is what raft does for every batch it replicates, on the
+// badger Store and on the WAL members use (doc.go has the figures).
 func BenchmarkStoreLogs(b *testing.B) {
-	for _, batch := range []int{1, 16, 256} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s := openTest(b, b.TempDir())
-			data := bytes.Repeat([]byte("d"), 100)
-			logs := make([]*raft.Log, batch)
-			next := uint64(1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				for j := range logs {
-					logs[j] = &raft.Log{Index: next, Term: 1, Data: data, AppendedAt: time.Now()}
-					next++
+	stores := []struct {
+		name string
+		open func(b *testing.B) raft.LogStore
+	}{
+		{"badger", func(b *testing.B) raft.LogStore { return openTest(b, b.TempDir()) }},
+		{"wal", func(b *testing.B) raft.LogStore { return openTestWAL(b, b.TempDir()) }},
+	}
+	for _, st := range stores {
+		for _, batch := range []int{1, 16, 256} {
+			b.Run(fmt.Sprintf("%s/batch=%d", st.name, batch), func(b *testing.B) {
+				s := st.open(b)
+				data := bytes.Repeat([]byte("d"), 100)
+				logs := make([]*raft.Log, batch)
+				next := uint64(1)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					for j := range logs {
+						logs[j] = &raft.Log{Index: next, Term: 1, Data: data, AppendedAt: time.Now()}
+						next++
+					}
+					if err := s.StoreLogs(logs); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if err := s.StoreLogs(logs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "entries/s")
-		})
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "entries/s")
+			})
+		}
 	}
 }
