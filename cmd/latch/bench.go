@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/latch-io/latch/cmd/latch/bench"
@@ -74,6 +76,7 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.DurationVar(&c.MaxTime, "max-time", bench.DefaultMaxTime, "upper bound on the whole run")
 			fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow non-loopback endpoints and --admin")
 			verbose := fs.Bool("v", false, "log progress to stderr")
+			cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the client side) to `FILE`")
 			return func(ctx context.Context, e *env, args []string) error {
 				cfg := c
 				cfg.Scenario = args[0]
@@ -89,6 +92,17 @@ With -o json the report is one JSON document (durations in ms).`,
 				cfg.OpTimeout = e.g.timeout
 				if *verbose {
 					cfg.Log = e.stderr
+				}
+				if *cpuProfile != "" {
+					f, err := os.Create(*cpuProfile)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					if err := pprof.StartCPUProfile(f); err != nil {
+						return err
+					}
+					defer pprof.StopCPUProfile()
 				}
 				if cfg.Scenario == bench.ScenarioAll {
 					return runAll(ctx, e, cfg)
