@@ -50,6 +50,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,13 @@ type apiFront struct {
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
+
+	// implicit are the implicit-lease sessions this member opened that
+	// are still open: releasing their lock closes them. (After a leader
+	// change the new leader does not know them; they then expire with
+	// their TTL.)
+	mu       sync.Mutex
+	implicit map[uint64]struct{}
 }
 
 // openAPI binds the API listener (port 0 resolves before Start).
@@ -104,7 +112,7 @@ func (s *Server) openAPI() error {
 	if s.cfg.APIAddr == "" {
 		return nil
 	}
-	a := &apiFront{s: s, f: s.front, log: s.log.With("front", "api")}
+	a := &apiFront{s: s, f: s.front, log: s.log.With("front", "api"), implicit: map[uint64]struct{}{}}
 	conf, err := a.tlsConfig()
 	if err != nil {
 		return err
@@ -117,7 +125,34 @@ func (s *Server) openAPI() error {
 	a.addr = ln.Addr().String()
 	a.routes = a.routeTable()
 	s.api = a
+	s.front.observe(a)
 	return nil
+}
+
+// Applied forgets implicit leases whose session ended. It runs on the
+// FSM goroutine and never blocks for long.
+func (a *apiFront) Applied(results []*namespace.Result) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.implicit) == 0 {
+		return
+	}
+	for _, r := range results {
+		for i := range r.Events {
+			switch ev := &r.Events[i]; ev.Type {
+			case namespace.EventSessionClosed, namespace.EventSessionExpired:
+				delete(a.implicit, ev.Session)
+			}
+		}
+	}
+}
+
+// isImplicit reports whether id is an implicit lease this member opened.
+func (a *apiFront) isImplicit(id uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.implicit[id]
+	return ok
 }
 
 // apiAddr is the API address other members forward to ("" without one).

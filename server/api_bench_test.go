@@ -162,13 +162,14 @@ func BenchmarkAPIWatchDelay(b *testing.B) {
 
 // BenchmarkAPIWatchers opens 1,000 SSE watches on one real latchd
 // process and reports its resident memory per watcher, then shows the
-// backlog bound: a watcher that stops reading while 3,000 events are
-// written ends with a resync after at most WatchBuffer queued events,
-// and the member's memory stays flat.
+// backlog bound: a watcher that stops reading while 8,000 events of
+// about 1 KiB are written ends with a resync (what it got is what the
+// connection's buffers held plus at most WatchBuffer queued events), and
+// the member's memory growth is reported.
 //
 //	go test ./server -run '^$' -bench APIWatchers -benchtime 1x
 func BenchmarkAPIWatchers(b *testing.B) {
-	const watchers = 1000
+	const watchers, stalledEvents = 1000, 8000
 	bin := proc.Build(b)
 	dir := b.TempDir()
 	addrs := proc.FreeAddrs(b, 4)
@@ -247,9 +248,14 @@ func BenchmarkAPIWatchers(b *testing.B) {
 		for _, s := range streams {
 			s.close()
 		}
+		// Long paths make each event about 1 KiB, so that 8,000 of them
+		// overflow what the connection's flow-control window and socket
+		// buffers hold, and the hub's per-watch queue is what is left.
+		long := "/api/v1/nodes/w/" + strings.Repeat("x", 900)
+		api.do(201, addrs[3], "POST", long, nil)
 		stalled := rss()
-		for i := 0; i < 3000; i++ {
-			api.do(200, addrs[3], "PUT", "/api/v1/nodes/w/x", map[string]any{"data": strings.Repeat("v", 100)})
+		for i := 0; i < stalledEvents; i++ {
+			api.do(200, addrs[3], "PUT", long, map[string]any{"data": "v"})
 		}
 		b.ReportMetric((rss()-stalled)/1024, "MiB-RSS-growth-stalled")
 		// Now read it: the stream ends with a resync, not 3,000 events.
@@ -269,7 +275,7 @@ func BenchmarkAPIWatchers(b *testing.B) {
 		cancel()
 		b.ReportMetric(float64(events), "events-before-resync")
 		if !resync {
-			b.Logf("the stalled watcher got all %d events (the socket buffers held them)", events)
+			b.Logf("the stalled watcher got all %d events (the connection's buffers held them)", events)
 		}
 	}
 }

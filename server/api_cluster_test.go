@@ -168,6 +168,11 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	api.do(409, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w3", "fencing_token": a1.num("fencing_token")})
 	api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token")})
+	for _, x := range api.do(200, f, "GET", "/api/v1/sessions", nil).list("sessions") {
+		if uint64(x.(map[string]any)["id"].(float64)) == a1.num("session_id") {
+			t.Fatalf("the implicit lease %d outlived its release", a1.num("session_id"))
+		}
+	}
 	select {
 	case a2 := <-waited:
 		if a2["acquired"] != true || a2.num("fencing_token") <= a1.num("fencing_token") {

@@ -161,6 +161,9 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 			return
 		}
 		sid = resp.Session
+		a.mu.Lock()
+		a.implicit[sid] = struct{}{}
+		a.mu.Unlock()
 	}
 	// giveUp ends an implicit lease that holds nothing.
 	giveUp := func() {
@@ -316,7 +319,8 @@ func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody
 }
 
 // release withdraws the named request (held or waiting). An implicit
-// lease is not closed: it holds nothing now and expires with its TTL.
+// lease this member opened is closed with it; one opened under an
+// earlier leader holds nothing afterwards and expires with its TTL.
 func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody, election bool) {
 	info, cc, err := a.heldBy(r, c, path, in)
 	if err != nil {
@@ -327,7 +331,13 @@ func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, pat
 		apiError(w, err)
 		return
 	}
-	resp, err := a.call(r, cc, &session.Request{Type: session.MsgLockRelease, Node: info.Node, Session: info.Session})
+	req := &session.Request{Type: session.MsgLockRelease, Node: info.Node, Session: info.Session}
+	if r.Header.Get(hdrSession) == "" && a.isImplicit(info.Session) {
+		// The implicit lease holds only this lock: closing it releases
+		// the lock and ends the lease in one command.
+		req = &session.Request{Type: session.MsgCloseSession, Session: info.Session}
+	}
+	resp, err := a.call(r, cc, req)
 	if err != nil {
 		apiError(w, err)
 		return
