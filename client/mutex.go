@@ -762,3 +762,22 @@ func unclaim(h claimer, node string) {
 		}
 	}
 }
+
+// LockEvent is one entry of a lock's history (Client.LockHistory): a
+// grant, or how a hold ended, with its token, session, identity and times.
+type LockEvent = namespace.LockEvent
+
+// LockHistory returns the recorded grants and ends of the locks on path,
+// newest first: at most limit (0: all the cluster keeps, up to 10000),
+// with subtree also those of locks below path. The cluster keeps a
+// bounded window (the LockHistoryMax and LockHistoryMaxAgeMillis cluster
+// settings).
+func (c *Client) LockHistory(ctx context.Context, path string, subtree bool, limit int, opts ...ReadOption) ([]LockEvent, error) {
+	o := buildRead(opts)
+	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgLockHistory, Path: path, Recursive: subtree,
+		Limit: int32(min(limit, 1<<30)), Stale: o.stale})
+	if err != nil {
+		return nil, err
+	}
+	return resp.LockHistory, nil
+}

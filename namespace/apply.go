@@ -34,6 +34,11 @@ func (s *Store) ApplyBatch(entries []BatchEntry) []*Result {
 		if r.Err == nil {
 			c.finishLocks(r)
 		}
+		if r.Err == nil && c.historyErr != nil {
+			// The lock history could not be read: a storage failure.
+			b.fail(c.historyErr)
+			r.Err = b.err
+		}
 		if r.Err != nil {
 			r.Events = nil
 			b.pending = append(b.pending, r)
@@ -179,6 +184,8 @@ type cmdCtx struct {
 	identity  string
 	aclNext   *aclTable
 	newLimits *limitsInForce // set by a successful OpSetLimits
+
+	historyErr error // the lock history failed to record (lockhistory.go)
 }
 
 type overlayNode struct {
@@ -202,6 +209,7 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.lockCause = causeDelete
 	c.identity, c.aclNext = "", nil
 	c.newLimits = nil
+	c.historyErr = nil
 	c.clearOverlay()
 }
 

@@ -115,6 +115,10 @@ type Command struct {
 	ACLDefault Perm      `codec:"acl_d,omitempty"`
 	// OpSetLimits: the complete new cluster settings (settings.go).
 	Limits *Limits `codec:"st_lim,omitempty"`
+	// OpLockCancel: the client withdrew the request (it gave up waiting,
+	// or its lock stream broke) rather than releasing it; the lock
+	// history says "canceled" instead of "released" for a held lock.
+	Withdrawn bool `codec:"ops_wd,omitempty"`
 }
 
 // Member is one cluster member's addresses, kept in the namespace so that

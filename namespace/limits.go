@@ -28,7 +28,16 @@ type Limits struct {
 	// MaxLockDelayMillis caps the lock-delay a request may ask for
 	// (default 60000, Chubby's bound).
 	MaxLockDelayMillis int64 `codec:"maxlockdelay" json:"max_lock_delay_ms"`
+	// LockHistoryMax is how many lock history records (grants and ends,
+	// lockhistory.go) are kept (default 10000; 0 records none).
+	LockHistoryMax int `codec:"ops_lockhist" json:"lock_history_max"`
+	// LockHistoryMaxAgeMillis drops history records older than this, by
+	// leader time (default 0: no age bound, only LockHistoryMax).
+	LockHistoryMaxAgeMillis int64 `codec:"ops_lockhistage" json:"lock_history_max_age_ms"`
 }
+
+// maxLockHistory caps LockHistoryMax: a history read scans the window.
+const maxLockHistory = 1_000_000
 
 // DefaultLimits returns the limits DESIGN.md names as defaults.
 func DefaultLimits() Limits {
@@ -42,6 +51,8 @@ func DefaultLimits() Limits {
 		MaxLockBatch:           1000,
 		DefaultLockDelayMillis: 5000,
 		MaxLockDelayMillis:     60000,
+
+		LockHistoryMax: 10000,
 	}
 }
 
@@ -64,6 +75,10 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: MaxLockBatch %d must be at least 1", ErrBadLimits, l.MaxLockBatch)
 	case l.MaxLockDelayMillis < 0 || l.MaxLockDelayMillis > maxLockMillis:
 		return fmt.Errorf("%w: MaxLockDelayMillis %d must be in [0, %d]", ErrBadLimits, l.MaxLockDelayMillis, maxLockMillis)
+	case l.LockHistoryMax < 0 || l.LockHistoryMax > maxLockHistory:
+		return fmt.Errorf("%w: LockHistoryMax %d must be in [0, %d]", ErrBadLimits, l.LockHistoryMax, maxLockHistory)
+	case l.LockHistoryMaxAgeMillis < 0:
+		return fmt.Errorf("%w: LockHistoryMaxAgeMillis %d must not be negative", ErrBadLimits, l.LockHistoryMaxAgeMillis)
 	case l.DefaultLockDelayMillis < 0 || l.DefaultLockDelayMillis > l.MaxLockDelayMillis:
 		return fmt.Errorf("%w: DefaultLockDelayMillis %d must be in [0, MaxLockDelayMillis %d]",
 			ErrBadLimits, l.DefaultLockDelayMillis, l.MaxLockDelayMillis)

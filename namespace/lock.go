@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -83,6 +84,7 @@ const (
 	causeClose                    // the session closed
 	causeExpire                   // the session expired
 	causeHoldTTL                  // the hold deadline passed
+	causeCancel                   // OpLockCancel
 )
 
 // lockOpKind is a change to the lock index that a command queues; the
@@ -220,6 +222,9 @@ func (c *cmdCtx) lockCancel(cmd *Command) error {
 	if err != nil {
 		return err
 	}
+	if cmd.Withdrawn {
+		return c.removeLockNode(q, causeCancel)
+	}
 	return c.removeLockNode(q, causeRelease)
 }
 
@@ -279,8 +284,9 @@ func (c *cmdCtx) lockNodeRemoved(p string) {
 	}
 	kind := lockRemove
 	if q.granted {
+		c.historyErr = errors.Join(c.historyErr, c.recordLock(q, lockEndNames[c.lockCause]))
 		switch c.lockCause {
-		case causeRelease, causeClose:
+		case causeRelease, causeCancel, causeClose:
 			c.emit(EventLockReleased, p, q.session)
 		default:
 			c.emit(EventLockLost, p, q.session)
@@ -368,6 +374,7 @@ func (c *cmdCtx) finishLocks(r *Result) {
 				break
 			}
 			ix.grant(q, c.index, c.now)
+			c.historyErr = errors.Join(c.historyErr, c.recordLock(q, "granted"))
 			rec := appendLockRecord(nil, q)
 			c.putRaw(lockKey(q.rev), rec)
 			spent += len(rec) + 25

@@ -39,6 +39,7 @@ func (f *front) register() {
 	f.handleStream(session.MsgWatch, f.serveWatch)
 
 	f.registerLocks() // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
+	f.registerLockHistory() // lockhistory.go: MsgLockHistory
 }
 
 // handleUnary makes h the handler of requests of type t.

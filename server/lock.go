@@ -395,7 +395,7 @@ func (l *lockService) withdraw(node string, sessionID uint64) {
 	if _, err := l.f.s.store.Lock(node); err != nil {
 		return // gone (or the store is closing)
 	}
-	_, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: node, Session: sessionID})
+	_, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: node, Session: sessionID, Withdrawn: true})
 	if err != nil && !errors.Is(err, session.ErrNotHeld) {
 		l.f.log.Debug("lock withdraw not committed", "node", node, "session", sessionID, "err", err)
 	}

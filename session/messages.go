@@ -128,6 +128,12 @@ const (
 	// acknowledges the stream. After a reconnection the client re-attaches
 	// to its held locks (MsgLock with Node) on the new connection.
 	MsgLockNotices MsgType = 40
+
+	// MsgLockHistory lists the recorded grants and ends of the locks on
+	// Path (and below it with Recursive), newest first, at most Limit (0:
+	// all the window holds). Request: Path, Recursive, Limit, Stale.
+	// Response: LockHistory, Rev.
+	MsgLockHistory MsgType = 55
 )
 
 var msgTypeNames = [...]string{
@@ -156,6 +162,7 @@ var msgTypeNames = [...]string{
 	MsgCheckSequencer: "CheckSequencer",
 	MsgLockQueue:      "LockQueue",
 	MsgLockNotices:    "LockNotices",
+	MsgLockHistory:    "LockHistory",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -178,7 +185,7 @@ func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock || t ==
 // IsRead reports whether t only reads the namespace, so Stale may apply.
 func (t MsgType) IsRead() bool {
 	switch t {
-	case MsgGet, MsgStat, MsgExists, MsgChildren, MsgLockQueue:
+	case MsgGet, MsgStat, MsgExists, MsgChildren, MsgLockQueue, MsgLockHistory:
 		return true
 	}
 	return false
@@ -436,6 +443,8 @@ type Response struct {
 	Token uint64     `codec:"tk,omitempty"`
 	Valid bool       `codec:"ok,omitempty"` // CheckSequencer
 	Locks []LockInfo `codec:"lq,omitempty"` // LockQueue
+	// LockHistory answers MsgLockHistory.
+	LockHistory []namespace.LockEvent `codec:"ops_lh,omitempty"`
 
 	Sessions []SessionInfo `codec:"ss,omitempty"`
 	Members  []MemberInfo  `codec:"mb,omitempty"`

@@ -59,6 +59,8 @@ type options struct {
 	faultInjection                    bool
 	tlsCert, tlsKey, tlsClientCA      string
 	lockDelay, maxLockDelay           time.Duration
+	lockHistory                       int
+	lockHistoryAge                    time.Duration
 	version                           bool
 }
 
@@ -90,6 +92,10 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
 		"the longest lock-delay a request may ask for; a cluster setting like --lock-delay")
+	fs.IntVar(&o.lockHistory, "lock-history", def.Limits.LockHistoryMax,
+		"lock history records the cluster keeps (grants and ends, latch locks --history); 0 keeps none (a cluster setting: the first leader's value)")
+	fs.DurationVar(&o.lockHistoryAge, "lock-history-age", 0,
+		"also drop lock history records older than this (0: no age bound; a cluster setting like --lock-history)")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so 'latch chaos' can cut raft traffic (tests only: never in production)")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
@@ -236,6 +242,8 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.FaultInjection = o.faultInjection
 	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
 	cfg.Limits.MaxLockDelayMillis = o.maxLockDelay.Milliseconds()
+	cfg.Limits.LockHistoryMax = o.lockHistory
+	cfg.Limits.LockHistoryMaxAgeMillis = o.lockHistoryAge.Milliseconds()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.Logger = logger
 	return cfg, cfg.Validate()

@@ -1,0 +1,207 @@
+package namespace
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Lock history: every grant and every end of a held lock (release, cancel,
+// session closed, session expired, hold TTL ran out, node deleted — by an
+// admin or any owner of the right) is one record in replicated state, for
+// post-mortems of "who held this lock with which token, and why did it
+// end". Records are keys 'h' seq(8, big endian), seq counting up from 0;
+// the window is [head, tail) in meta. It is bounded by two cluster
+// settings, Limits.LockHistoryMax (records) and
+// Limits.LockHistoryMaxAgeMillis (age by leader time, 0: no age bound);
+// Apply trims the oldest records past either bound, at most
+// historyTrimBatch per command, so lowering a bound costs a few commands,
+// never one huge one. Everything comes from the log: the times are leader
+// times, the identity is the session's.
+
+const spaceHistory = 'h'
+
+var (
+	metaHistoryHead = []byte{spaceMeta, 'h', 'h', 'e', 'a', 'd'}
+	metaHistoryTail = []byte{spaceMeta, 'h', 't', 'a', 'i', 'l'}
+)
+
+// historyTrimBatch bounds the records one command deletes.
+const historyTrimBatch = 256
+
+// LockEvent is one entry of a lock's history.
+type LockEvent struct {
+	// Seq orders the whole history; Rev is the revision (raft index) of
+	// the command that granted or ended the lock.
+	Seq uint64 `codec:"q" json:"seq"`
+	Rev uint64 `codec:"r" json:"rev"`
+	// Event is "granted", or how the hold ended: "released", "canceled",
+	// "session-closed", "session-expired", "hold-ttl-expired" or "deleted"
+	// (the request node was deleted, by an admin or its owner).
+	Event string   `codec:"e" json:"event"`
+	Path  string   `codec:"p" json:"path"`
+	Node  string   `codec:"n" json:"node"`
+	Mode  LockMode `codec:"m" json:"mode"`
+	Token uint64   `codec:"t" json:"token"`
+	// Session held the lock; Identity is that session's client identity.
+	Session  uint64 `codec:"s" json:"session"`
+	Identity string `codec:"i,omitempty" json:"identity,omitempty"`
+	// By is the identity of the command that deleted the node ("deleted").
+	By string `codec:"b,omitempty" json:"by,omitempty"`
+	// Time is the leader time of the event, GrantTime that of the grant
+	// (unix ns).
+	Time      int64 `codec:"tm" json:"time"`
+	GrantTime int64 `codec:"gt" json:"grant_time"`
+}
+
+func historyKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{spaceHistory}, seq)
+}
+
+var lockEndNames = map[lockCause]string{
+	causeDelete:  "deleted",
+	causeRelease: "released",
+	causeCancel:  "canceled",
+	causeClose:   "session-closed",
+	causeExpire:  "session-expired",
+	causeHoldTTL: "hold-ttl-expired",
+}
+
+// historyCounter reads a window bound from meta (0 when unset).
+func (c *cmdCtx) historyCounter(key []byte) (uint64, error) {
+	v, ok, err := c.getRaw(key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: history counter %q is %d bytes", ErrStorage, key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// recordLock appends one event for request q to the history and trims the
+// window. Storage errors stop the command like any other.
+func (c *cmdCtx) recordLock(q *lockReq, event string) error {
+	lim := c.limits()
+	if lim.LockHistoryMax <= 0 {
+		return c.trimHistory()
+	}
+	tail, err := c.historyCounter(metaHistoryTail)
+	if err != nil {
+		return err
+	}
+	ev := LockEvent{
+		Seq: tail, Rev: c.index, Event: event, Path: q.lockPath(), Node: q.node, Mode: q.mode,
+		Token: q.token, Session: q.session, Time: c.now, GrantTime: q.grantTime,
+	}
+	if event == "deleted" {
+		ev.By = c.identity
+	}
+	if v, ok, err := c.getRaw(sessionKey(q.session)); err != nil {
+		return err
+	} else if ok {
+		if si, err := decodeSession(q.session, v); err == nil {
+			ev.Identity = si.Identity
+		}
+	}
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, entryHandle).Encode(&ev); err != nil {
+		return fmt.Errorf("%w: encode lock history: %w", ErrStorage, err)
+	}
+	c.putRaw(historyKey(tail), b)
+	c.putRaw(metaHistoryTail, binary.BigEndian.AppendUint64(nil, tail+1))
+	return c.trimHistory()
+}
+
+// trimHistory deletes the oldest records past the window's bounds.
+func (c *cmdCtx) trimHistory() error {
+	head, err := c.historyCounter(metaHistoryHead)
+	if err != nil {
+		return err
+	}
+	tail, err := c.historyCounter(metaHistoryTail)
+	if err != nil || head == tail {
+		return err
+	}
+	lim := c.limits()
+	start := head
+	for n := 0; head < tail && n < historyTrimBatch; n++ {
+		over := int64(tail-head) > int64(max(lim.LockHistoryMax, 0))
+		if !over && lim.LockHistoryMaxAgeMillis > 0 {
+			ev, err := c.historyAt(head)
+			if err != nil {
+				return err
+			}
+			over = ev.Time < c.now-lim.LockHistoryMaxAgeMillis*1e6
+		}
+		if !over {
+			break
+		}
+		c.deleteRaw(historyKey(head))
+		head++
+	}
+	if head != start {
+		c.putRaw(metaHistoryHead, binary.BigEndian.AppendUint64(nil, head))
+	}
+	return nil
+}
+
+func (c *cmdCtx) historyAt(seq uint64) (LockEvent, error) {
+	var ev LockEvent
+	v, ok, err := c.getRaw(historyKey(seq))
+	if err != nil {
+		return ev, err
+	}
+	if !ok {
+		return ev, fmt.Errorf("%w: lock history record %d missing inside the window", ErrStorage, seq)
+	}
+	return ev, decodeLockEvent(v, &ev)
+}
+
+func decodeLockEvent(v []byte, ev *LockEvent) error {
+	if err := codec.NewDecoderBytes(v, entryHandle).Decode(ev); err != nil {
+		return fmt.Errorf("%w: decode lock history: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// LockHistory returns the recorded grants and ends of locks on path, newest
+// first, at most limit (0: no limit). With subtree, locks below path count
+// too. It reads the whole window, which the settings bound.
+func (s *Store) LockHistory(path string, subtree bool, limit int) ([]LockEvent, error) {
+	if err := ValidatePath(path, s.Limits()); err != nil {
+		return nil, err
+	}
+	var out []LockEvent
+	err := s.view(func(txn *badger.Txn) error {
+		opts := badger.IteratorOptions{Prefix: []byte{spaceHistory}, Reverse: true, PrefetchValues: false}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(historyKey(^uint64(0))); it.Valid(); it.Next() {
+			var ev LockEvent
+			err := it.Item().Value(func(v []byte) error { return decodeLockEvent(v, &ev) })
+			if err != nil {
+				return err
+			}
+			if ev.Path != path && !(subtree && isBelow(ev.Path, path)) {
+				continue
+			}
+			out = append(out, ev)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// isBelow reports whether p is a strict descendant of parent.
+func isBelow(p, parent string) bool {
+	if parent == "/" {
+		return p != "/"
+	}
+	return len(p) > len(parent) && p[len(parent)] == '/' && p[:len(parent)] == parent
+}
