@@ -38,7 +38,7 @@ func (f *front) register() {
 
 	f.handleStream(session.MsgWatch, f.serveWatch)
 
-	f.registerLocks() // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
+	f.registerLocks()       // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
 	f.registerLockHistory() // lockhistory.go: MsgLockHistory
 }
 
