@@ -141,6 +141,19 @@ type Config struct {
 	// MaxRequestsPerConn bounds the requests (watches included) one
 	// connection has in flight; more are refused with ErrBusy. Default 4096.
 	MaxRequestsPerConn int
+	// MaxConns bounds the client connections this member holds at once
+	// (each costs ~60 KiB idle); more are closed at once with
+	// session.ConnBusy and a reason naming the cap. Default 10000.
+	MaxConns int
+	// MaxStreams bounds the request streams in flight across all
+	// connections (each may hold a frame being read); more are refused
+	// with ErrBusy. Default 65536.
+	MaxStreams int
+	// MaxWatchBacklog bounds the watch events queued across all watches
+	// (waiting for, or being written to, clients that read slowly); a
+	// watch that would go beyond it ends with a Resync, as a full
+	// WatchBuffer does. Default 1000000 (~64 MiB).
+	MaxWatchBacklog int
 
 	// Clock is this member's wall clock. The cluster reads it once in its
 	// life, to stamp the first entry of a cluster that has no time yet;

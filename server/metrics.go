@@ -103,6 +103,13 @@ var (
 	descTerm     = prometheus.NewDesc("latch_term", "Current raft term.", []string{"member"}, nil)
 	descLeader   = prometheus.NewDesc("latch_is_leader", "1 when this member is the ready leader.", []string{"member"}, nil)
 	descRestores = prometheus.NewDesc("latch_snapshot_restores_total", "Snapshots installed into the namespace since start.", []string{"member"}, nil)
+
+	descConns          = prometheus.NewDesc("latch_client_connections", "Client connections held (cap: --max-conns).", []string{"member"}, nil)
+	descStreams        = prometheus.NewDesc("latch_request_streams", "Client request streams in flight, all connections (cap: --max-streams).", []string{"member"}, nil)
+	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections and requests refused by a global cap, by cap.", []string{"member", "cap"}, nil)
+	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
+	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
+	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
 )
 
 func (c *memberCollector) add(s *Server) {
@@ -118,7 +125,8 @@ func (c *memberCollector) remove(s *Server) {
 }
 
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores} {
+	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
+		descConns, descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks} {
 		ch <- d
 	}
 }
@@ -148,5 +156,27 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descLeader, leader)
 		ch <- prometheus.MustNewConstMetric(descRestores, prometheus.CounterValue, float64(s.fsm.restores.Load()), id)
+		if f := s.front; f != nil {
+			f.collect(ch, id)
+		}
 	}
+}
+
+// collect reports the client front's global caps: what is held and what
+// was refused.
+func (f *front) collect(ch chan<- prometheus.Metric, id string) {
+	f.mu.Lock()
+	conns := len(f.conns)
+	f.mu.Unlock()
+	queued, resyncs := f.hub.backlogStats()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
+	}
+	gauge(descConns, float64(conns))
+	gauge(descStreams, float64(len(f.streams)))
+	gauge(descWatchBacklog, float64(queued))
+	gauge(descHeldLocks, float64(f.locks.heldCount()))
+	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedConns.Load()), id, "max-conns")
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedStreams.Load()), id, "max-streams")
 }

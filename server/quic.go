@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -30,7 +31,15 @@ const (
 	DefaultWatchBuffer            = 1024
 	DefaultMaxWatchesPerConn      = 1024
 	DefaultMaxRequestsPerConn     = 4096
+	DefaultMaxConns               = 10000
+	DefaultMaxStreams             = 65536
+	DefaultMaxWatchBacklog        = 1000000
 )
+
+// watchWriteTimeout bounds how long a watch waits for its client to take
+// one frame: a client that stops reading its watches gets them cut (the
+// stream is reset) instead of holding their events and goroutines.
+const watchWriteTimeout = 30 * time.Second
 
 // requestReadTimeout bounds how long a stream may take to deliver its one
 // request frame: a client that opens streams and sends nothing holds no
@@ -59,6 +68,9 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxRequestsPerConn, DefaultMaxRequestsPerConn)
 	setIfZero(&cfg.APIMaxRequests, DefaultAPIMaxRequests)
 	setIfZero(&cfg.APIMaxWatches, DefaultAPIMaxWatches)
+	setIfZero(&cfg.MaxConns, DefaultMaxConns)
+	setIfZero(&cfg.MaxStreams, DefaultMaxStreams)
+	setIfZero(&cfg.MaxWatchBacklog, DefaultMaxWatchBacklog)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
 	def := session.DefaultConfig()
@@ -99,6 +111,12 @@ func (c *Config) validateFront() error {
 		return bad("MaxRequestsPerConn", "%d must be at least 2", c.MaxRequestsPerConn)
 	case c.MaxWatchesPerConn < 1 || c.MaxWatchesPerConn >= c.MaxRequestsPerConn:
 		return bad("MaxWatchesPerConn", "%d must be in [1, MaxRequestsPerConn %d)", c.MaxWatchesPerConn, c.MaxRequestsPerConn)
+	case c.MaxConns < 1:
+		return bad("MaxConns", "%d must be at least 1", c.MaxConns)
+	case c.MaxStreams < 1:
+		return bad("MaxStreams", "%d must be at least 1", c.MaxStreams)
+	case c.MaxWatchBacklog < 1:
+		return bad("MaxWatchBacklog", "%d must be at least 1", c.MaxWatchBacklog)
 	}
 	if err := c.Transport.Validate(); err != nil {
 		return bad("Transport", "%v", err)
@@ -166,6 +184,11 @@ type front struct {
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
 	closed bool
+
+	// Global caps (MaxConns, MaxStreams): what is held, and refusals.
+	streams        chan struct{} // one slot per request stream in flight, all connections
+	refusedConns   atomic.Uint64
+	refusedStreams atomic.Uint64
 }
 
 // A unaryHandler answers one request with one response. When it returns
@@ -195,8 +218,9 @@ func (s *Server) openFront() error {
 		_, bound, _ := net.SplitHostPort(ln.Addr().String())
 		s.cfg.ClientAddr = net.JoinHostPort(host, bound)
 	}
-	f := &front{s: s, log: s.log, ln: ln, conns: map[*clientConn]struct{}{}}
+	f := &front{s: s, log: s.log, ln: ln, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
+	f.hub.maxBacklog = s.cfg.MaxWatchBacklog
 	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
 	f.register()
 	s.front = f
@@ -295,6 +319,13 @@ func (f *front) acceptLoop() {
 			conn.CloseWithError(session.ConnShutdown, "member shutting down")
 			continue
 		}
+		if len(f.conns) >= f.s.cfg.MaxConns {
+			f.mu.Unlock()
+			f.refusedConns.Add(1)
+			c.log.Warn("refused client connection", "cap", "--max-conns", "max", f.s.cfg.MaxConns)
+			conn.CloseWithError(session.ConnBusy, fmt.Sprintf("latch: server busy: %d client connections open (--max-conns); try another member or later", f.s.cfg.MaxConns))
+			continue
+		}
 		f.conns[c] = struct{}{}
 		f.mu.Unlock()
 		f.s.goFunc(func() {
@@ -369,13 +400,24 @@ func (c *clientConn) serve() {
 		if err != nil {
 			return
 		}
+		var refused error
 		select {
 		case c.sem <- struct{}{}:
+			select {
+			case c.f.streams <- struct{}{}:
+			default:
+				<-c.sem
+				c.f.refusedStreams.Add(1)
+				refused = fmt.Errorf("%w: %d requests in flight on this member (--max-streams)", session.ErrBusy, cap(c.f.streams))
+			}
 		default:
+			refused = fmt.Errorf("%w: %d requests in flight on this connection (--max-requests-per-conn)", session.ErrBusy, cap(c.sem))
+		}
+		if refused != nil {
 			// Refused at once instead of queued: a client that floods one
 			// connection slows only itself.
 			str.SetWriteDeadline(time.Now().Add(time.Second))
-			session.Reject(str, fmt.Errorf("%w: %d requests in flight on this connection", session.ErrBusy, cap(c.sem)))
+			session.Reject(str, refused)
 			session.EndStream(str)
 			continue
 		}
@@ -383,7 +425,7 @@ func (c *clientConn) serve() {
 		go func() {
 			defer wg.Done()
 			var once sync.Once
-			free := func() { once.Do(func() { <-c.sem }) }
+			free := func() { once.Do(func() { <-c.sem; <-c.f.streams }) }
 			defer free()
 			c.serveStream(str, free)
 		}()

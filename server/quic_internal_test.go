@@ -15,13 +15,19 @@ import (
 )
 
 // startDev runs a --dev member on free loopback ports.
-func startDev(t testing.TB) *Server {
+func startDev(t testing.TB) *Server { t.Helper(); return startDevWith(t, nil) }
+
+// startDevWith is startDev with configure applied to the config first.
+func startDevWith(t testing.TB, configure func(*Config)) *Server {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Dev, cfg.DataDir = true, t.TempDir()
 	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr, cfg.APIAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if configure != nil {
+		configure(&cfg)
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

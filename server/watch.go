@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"sort"
 	"sync"
 
@@ -59,6 +60,13 @@ type watchHub struct {
 	restored uint64 // restores seen
 	bufSize  int
 
+	// backlog counts the events queued for, or being written to, every
+	// watcher; a push beyond maxBacklog finishes that watcher with a
+	// Resync, as a full queue does (Config.MaxWatchBacklog).
+	backlog        int
+	maxBacklog     int
+	backlogResyncs uint64
+
 	exact     map[string]map[*watcher]struct{} // non-recursive watchers by path
 	recursive map[string]map[*watcher]struct{} // recursive watchers by path
 	nwatchers int
@@ -71,8 +79,9 @@ func newWatchHub(history, bufSize int, applied, restores func() uint64) *watchHu
 		ring:      make([]namespace.Event, history),
 		base:      applied(),
 		rev:       applied(),
-		restored:  restores(),
-		bufSize:   bufSize,
+		restored:   restores(),
+		bufSize:    bufSize,
+		maxBacklog: math.MaxInt,
 		exact:     map[string]map[*watcher]struct{}{},
 		recursive: map[string]map[*watcher]struct{}{},
 	}
@@ -88,7 +97,8 @@ type watcher struct {
 
 	notify chan struct{} // capacity 1
 
-	queue []session.WatchEvent
+	queue    []session.WatchEvent
+	inflight int // events taken by the writer and not yet sent
 	// done: the hub sends nothing more; the writer sends what is queued
 	// (a Resync last when it overflowed) and ends the stream.
 	done       bool
@@ -234,15 +244,21 @@ func (h *watchHub) pushLocked(w *watcher, ev session.WatchEvent) {
 	if w.done {
 		return
 	}
-	if ev.Type != session.EventResync && len(w.queue) >= h.bufSize {
+	full := len(w.queue) >= h.bufSize
+	if ev.Type != session.EventResync && (full || h.backlog >= h.maxBacklog) {
+		if !full {
+			h.backlogResyncs++
+		}
 		oldest := ev.Rev
 		if len(w.queue) > 0 {
 			oldest = w.queue[0].Rev
 		}
+		h.backlog -= len(w.queue) - 1
 		w.queue = append(w.queue[:0], session.WatchEvent{Type: session.EventResync, Rev: oldest - 1})
 		h.finishLocked(w)
 		return
 	}
+	h.backlog++
 	w.queue = append(w.queue, ev)
 	if w.oneShot && ev.Type != session.EventResync {
 		h.finishLocked(w)
@@ -282,6 +298,7 @@ func (h *watchHub) register(w *watcher) uint64 {
 			w.done = true
 		}
 	}
+	h.backlog += len(w.queue)
 	if !w.done {
 		h.indexLocked(w)
 	}
@@ -299,7 +316,7 @@ func (h *watchHub) replayLocked(w *watcher) bool {
 		if !w.wants(ev) {
 			continue
 		}
-		if len(w.queue) == h.bufSize {
+		if len(w.queue) == h.bufSize || h.backlog+len(w.queue) >= h.maxBacklog {
 			w.queue = w.queue[:0]
 			return false
 		}
@@ -349,6 +366,24 @@ func (h *watchHub) unregister(w *watcher) {
 	defer h.mu.Unlock()
 	w.done = true
 	h.unindexLocked(w)
+	h.backlog -= len(w.queue) + w.inflight
+	w.queue, w.inflight = nil, 0
+}
+
+// sent gives back the backlog of n events w's writer took and sent.
+func (h *watchHub) sent(w *watcher, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.inflight -= n
+	h.backlog -= n
+}
+
+// backlogStats returns the events queued for watches and the watches
+// resynced because the backlog was full (metrics).
+func (h *watchHub) backlogStats() (queued int, resyncs uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.backlog, h.backlogResyncs
 }
 
 // take moves w's queued events into buf (reused) and reports whether the
@@ -359,6 +394,7 @@ func (h *watchHub) take(w *watcher, buf []session.WatchEvent) ([]session.WatchEv
 	// Swap rather than copy: the writer sends one slice while the hub
 	// fills the other.
 	buf, w.queue = w.queue, buf[:0]
+	w.inflight += len(buf)
 	return buf, w.done
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -61,14 +62,18 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 				j++
 			}
 			frame := &session.Response{Events: events[i:j]}
-			i = j
-			if done && i == len(events) {
+			// A client that does not read its watch is cut, not waited
+			// for: the stream ends and its events are given back.
+			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+			if done && j == len(events) {
 				_ = session.Reply(str, frame)
 				return nil
 			}
 			if err := session.WriteResponse(str, frame); err != nil {
 				return nil
 			}
+			f.hub.sent(w, j-i)
+			i = j
 		}
 	}
 }

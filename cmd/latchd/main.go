@@ -62,6 +62,9 @@ type options struct {
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
 	version                           bool
+	maxConns, maxStreams              int
+	maxRequestsPerConn                int
+	maxWatchBacklog                   int
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -97,6 +100,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lockHistoryAge, "lock-history-age", 0,
 		"also drop lock history records older than this (0: no age bound; a cluster setting like --lock-history)")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so 'latch chaos' can cut raft traffic (tests only: never in production)")
+	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "client connections held at once; more are closed at once saying so")
+	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "requests in flight across all client connections; more get 'server busy'")
+	fs.IntVar(&o.maxRequestsPerConn, "max-requests-per-conn", server.DefaultMaxRequestsPerConn,
+		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
+	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
+		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
 
@@ -245,6 +254,11 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.Limits.LockHistoryMax = o.lockHistory
 	cfg.Limits.LockHistoryMaxAgeMillis = o.lockHistoryAge.Milliseconds()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
+	cfg.MaxConns, cfg.MaxStreams, cfg.MaxWatchBacklog = o.maxConns, o.maxStreams, o.maxWatchBacklog
+	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
+	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests
+		cfg.MaxWatchesPerConn = max(cfg.MaxRequestsPerConn/2, 1)
+	}
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
 }

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// rawConn dials s and says Hello; the error is Hello's.
+func rawConn(t *testing.T, ctx context.Context, s *Server) (*session.Conn, error) {
+	t.Helper()
+	tlsConf, err := session.ClientTLS(filepath.Join(s.cfg.DataDir, devTLSDir, "ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := session.Dial(ctx, s.ClientAddr(), tlsConf, session.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_, err = session.Hello(ctx, conn, "caps-test")
+	return conn, err
+}
+
+func TestConnCap(t *testing.T) {
+	s := startDevWith(t, func(c *Config) { c.MaxConns = 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var conns []*session.Conn
+	for range 3 {
+		c, err := rawConn(t, ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	extra, err := rawConn(t, ctx, s)
+	if err == nil {
+		t.Fatal("a fourth connection was served with --max-conns 3")
+	}
+	select {
+	case <-extra.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("the refused connection was not closed")
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(context.Cause(extra.Context()), &ae) || ae.ErrorCode != session.ConnBusy || !strings.Contains(ae.ErrorMessage, "--max-conns") {
+		t.Fatalf("refused with %v, want ConnBusy naming --max-conns", context.Cause(extra.Context()))
+	}
+	if n := s.front.refusedConns.Load(); n != 1 {
+		t.Fatalf("refused connections counted %d", n)
+	}
+	conns[0].Close()
+	waitCond(t, "a connection is taken again once one closed", func() error {
+		_, err := rawConn(t, ctx, s)
+		return err
+	})
+}
+
+func TestStreamCap(t *testing.T) {
+	s := startDevWith(t, func(c *Config) { c.MaxStreams, c.MaxRequestsPerConn, c.MaxWatchesPerConn = 4, 8, 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stalled []*quic.Stream
+	var conns []*session.Conn
+	for range 2 {
+		c, err := rawConn(t, ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		for range 2 {
+			str, err := c.OpenStreamSync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			str.Write([]byte{0, 0}) // half a frame header: the server waits
+			stalled = append(stalled, str)
+		}
+	}
+	waitCond(t, "4 streams in flight", func() error {
+		if n := len(s.front.streams); n != 4 {
+			return fmt.Errorf("%d streams", n)
+		}
+		return nil
+	})
+	resp, err := session.RoundTrip(ctx, conns[0], &session.Request{Type: session.MsgGet, Path: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.Err(); !errors.Is(err, session.ErrBusy) || !strings.Contains(err.Error(), "--max-streams") {
+		t.Fatalf("a fifth request: %v, want ErrBusy naming --max-streams", err)
+	}
+	for _, str := range stalled {
+		str.CancelWrite(session.StreamCanceled)
+		str.CancelRead(session.StreamCanceled)
+	}
+	waitCond(t, "requests served again", func() error {
+		resp, err := session.RoundTrip(ctx, conns[1], &session.Request{Type: session.MsgGet, Path: "/"})
+		if err != nil {
+			return err
+		}
+		return resp.Err()
+	})
+}
+
+// Connections whose watches were never read held their queued events (8
+// connections x 1,000 watches: 580 MB live heap). The events queued across
+// all watches are capped: here 8 connections x 100 unread recursive
+// watches see 100 creates of long paths (80,000 events, far beyond what
+// QUIC flow control lets through), and the backlog stays within
+// MaxWatchBacklog (plus one Resync per watch).
+func TestWatchBacklogBounded(t *testing.T) {
+	const conns, watches, creates, maxBacklog = 8, 100, 100, 2000
+	s := startDevWith(t, func(c *Config) { c.MaxWatchBacklog = maxBacklog })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	propose := func(cmd *namespace.Command) {
+		t.Helper()
+		res, err := s.Propose(ctx, cmd)
+		if err != nil || res.Err != nil {
+			t.Fatalf("%v: %v %v", cmd.Op, err, res)
+		}
+	}
+	propose(&namespace.Command{Op: namespace.OpCreate, Path: "/w"})
+	for range conns {
+		c, err := rawConn(t, ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range watches {
+			sr, err := session.OpenStreaming(ctx, c, &session.Request{Type: session.MsgWatch, Path: "/w", Kind: session.WatchRecursive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sr.Next(); err != nil { // the acknowledgement; nothing more is read
+				t.Fatal(err)
+			}
+		}
+	}
+	long := strings.Repeat("x", 900)
+	peak := 0
+	for i := range creates {
+		propose(&namespace.Command{Op: namespace.OpCreate, Path: fmt.Sprintf("/w/%s-%d", long, i)})
+		queued, _ := s.front.hub.backlogStats()
+		peak = max(peak, queued)
+	}
+	queued, resyncs := s.front.hub.backlogStats()
+	peak = max(peak, queued)
+	if peak > maxBacklog+conns*watches {
+		t.Fatalf("watch backlog reached %d events, cap %d", peak, maxBacklog)
+	}
+	if resyncs == 0 {
+		t.Fatalf("no watch was resynced for the backlog (peak %d)", peak)
+	}
+	t.Logf("peak backlog %d events, %d watches resynced", peak, resyncs)
+}
