@@ -104,7 +104,6 @@ var (
 	descLeader   = prometheus.NewDesc("latch_is_leader", "1 when this member is the ready leader.", []string{"member"}, nil)
 	descRestores = prometheus.NewDesc("latch_snapshot_restores_total", "Snapshots installed into the namespace since start.", []string{"member"}, nil)
 
-	descConns          = prometheus.NewDesc("latch_client_connections", "Client connections held (cap: --max-conns).", []string{"member"}, nil)
 	descStreams        = prometheus.NewDesc("latch_request_streams", "Client request streams in flight, all connections (cap: --max-streams).", []string{"member"}, nil)
 	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections and requests refused by a global cap, by cap.", []string{"member", "cap"}, nil)
 	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
@@ -126,7 +125,7 @@ func (c *memberCollector) remove(s *Server) {
 
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
-		descConns, descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks} {
+		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks} {
 		ch <- d
 	}
 }
@@ -165,14 +164,10 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 // collect reports the client front's global caps: what is held and what
 // was refused.
 func (f *front) collect(ch chan<- prometheus.Metric, id string) {
-	f.mu.Lock()
-	conns := len(f.conns)
-	f.mu.Unlock()
 	queued, resyncs := f.hub.backlogStats()
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
 	}
-	gauge(descConns, float64(conns))
 	gauge(descStreams, float64(len(f.streams)))
 	gauge(descWatchBacklog, float64(queued))
 	gauge(descHeldLocks, float64(f.locks.heldCount()))
