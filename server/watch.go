@@ -74,16 +74,16 @@ type watchHub struct {
 
 func newWatchHub(history, bufSize int, applied, restores func() uint64) *watchHub {
 	return &watchHub{
-		restores:  restores,
-		applied:   applied,
-		ring:      make([]namespace.Event, history),
-		base:      applied(),
-		rev:       applied(),
+		restores:   restores,
+		applied:    applied,
+		ring:       make([]namespace.Event, history),
+		base:       applied(),
+		rev:        applied(),
 		restored:   restores(),
 		bufSize:    bufSize,
 		maxBacklog: math.MaxInt,
-		exact:     map[string]map[*watcher]struct{}{},
-		recursive: map[string]map[*watcher]struct{}{},
+		exact:      map[string]map[*watcher]struct{}{},
+		recursive:  map[string]map[*watcher]struct{}{},
 	}
 }
 
