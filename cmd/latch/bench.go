@@ -122,18 +122,15 @@ With -o json the report is one JSON document (durations in ms).`,
 func runAll(ctx context.Context, e *env, cfg bench.Config) error {
 	if e.g.output == "json" {
 		reps, err := bench.RunAll(ctx, cfg, nil)
-		if err != nil {
-			return err
+		if eerr := e.emit(reps, nil); eerr != nil {
+			return eerr
 		}
-		return e.emit(reps, nil)
+		return err
 	}
 	reps, err := bench.RunAll(ctx, cfg, func(r *bench.Report) {
 		r.WriteTable(e.stdout)
 		fmt.Fprintln(e.stdout)
 	})
-	if err != nil {
-		return err
-	}
 	bench.WriteSummary(e.stdout, reps)
-	return nil
+	return err
 }

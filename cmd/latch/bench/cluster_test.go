@@ -145,6 +145,24 @@ func TestScenariosOnRealCluster(t *testing.T) {
 			t.Errorf("%d cycles, %d acquires", rep.Ops, opsOf(rep, "acquire").Count)
 		}
 	})
+	t.Run("contended-random", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioContended, Concurrency: 8, Locks: 3, Conns: 8, Duration: time.Second, RandomLock: true})
+		if c := rep.Contention; c == nil || !c.RandomLock || c.MinGrants <= 0 {
+			t.Fatalf("contention %+v", c)
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioSet, Ops: 60, Concurrency: 3})
+		if opsOf(rep, "set").Count != 60 {
+			t.Errorf("latencies %+v; want 60 sets", rep.Latency)
+		}
+	})
+	t.Run("watch", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioWatch, Ops: 40})
+		if opsOf(rep, "set").Count != 40 || opsOf(rep, "put→event").Count != 40 {
+			t.Fatalf("latencies %+v; want 40 sets and events", rep.Latency)
+		}
+	})
 	checkSessions := func(t *testing.T, rep *Report, n int) {
 		s := rep.Sessions
 		if s == nil || rep.Ops != n || s.Sessions != n || s.Lost != 0 || s.OpenRate <= 0 || s.CloseRate <= 0 {

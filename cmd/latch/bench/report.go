@@ -33,6 +33,9 @@ type Report struct {
 	// Truncated is set when the run stopped early (MaxTime passed or it
 	// was interrupted): the figures cover what completed.
 	Truncated bool `json:"truncated,omitempty"`
+	// Failed is the error of a run of `latch bench all` that did not
+	// complete; the other figures are then empty.
+	Failed string `json:"failed,omitempty"`
 	// Notes say how to read the figures.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -110,6 +113,11 @@ func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("scenario", "%s", r.Scenario)
+	if r.Failed != "" {
+		row("failed", "%s", r.Failed)
+		tw.Flush()
+		return
+	}
 	switch r.Scenario {
 	case ScenarioSessions:
 		row("sessions", "%d opened by %s on %s", r.Ops, plural(r.Concurrency, "opener"), plural(r.Conns, "connection"))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -58,24 +59,29 @@ func AllConfigs(base Config) []Config {
 }
 
 // RunAll runs AllConfigs(base) one after the other and returns their
-// reports, calling each (when not nil) as every one completes. It stops
-// at the first failing run.
+// reports, calling each (when not nil) as every one completes. A run that
+// fails does not stop the others (on a loaded machine one leader change
+// should not cost the whole table): its report holds only the scenario
+// and Failed, and the error is returned at the end, joined with the rest.
 func RunAll(ctx context.Context, base Config, each func(*Report)) ([]*Report, error) {
 	var reps []*Report
+	var errs []error
 	for _, cfg := range AllConfigs(base) {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		rep, err := Run(ctx, cfg)
 		if err != nil {
-			return reps, err
+			errs = append(errs, err)
+			rep = &Report{Scenario: cfg.Scenario, Concurrency: cfg.Concurrency, Conns: cfg.Conns, Failed: err.Error()}
 		}
 		reps = append(reps, rep)
 		if each != nil {
 			each(rep)
 		}
-		if ctx.Err() != nil {
-			return reps, ctx.Err()
-		}
 	}
-	return reps, nil
+	return reps, errors.Join(errs...)
 }
 
 // WriteSummary writes one line per figure of RunAll's reports.
@@ -84,6 +90,10 @@ func WriteSummary(w io.Writer, reps []*Report) {
 	fmt.Fprintln(tw, "WHAT\tFIGURE")
 	row := func(what, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", what, fmt.Sprintf(format, a...)) }
 	for _, r := range reps {
+		if r.Failed != "" {
+			row(r.Scenario, "FAILED: %s", r.Failed)
+			continue
+		}
 		switch {
 		case r.Scenario == ScenarioLock:
 			row("uncontended acquire p50", "%s", p50(r, "acquire"))
