@@ -377,10 +377,15 @@ func (a *apiFront) renew(w http.ResponseWriter, r *http.Request, c caller, path 
 	writeJSON(w, http.StatusOK, out)
 }
 
-// lockQueue answers GET /api/v1/locks/{path} (and .../queue).
+// lockQueue answers GET /api/v1/locks/{path} (and .../queue); .../history
+// is lockHistory.
 func (a *apiFront) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
 	path := apiPath(r)
-	if p, _, err := splitAction(r, "queue"); err == nil {
+	if p, action, err := splitAction(r, "queue", "history"); err == nil {
+		if action == "history" {
+			a.lockHistory(w, r, c, p)
+			return
+		}
 		path = p
 	}
 	cc, _, err := a.conn(r, c)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/session"
 )
 
 // TestLocksHistory runs latch lock twice and kills a third latch lock
@@ -71,5 +73,33 @@ func TestLocksHistory(t *testing.T) {
 	}
 	if code, out, _ := runCLI("locks", "--history", "/jobs"); code != 0 || out != "" {
 		t.Fatalf("history of /jobs without --recursive: exit %d %q", code, out)
+	}
+
+	// The HTTP API serves the same records.
+	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf.NextProtos = nil
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}, Timeout: proc.WaitTimeout}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("https://" + c.Nodes[0].APIAddr + "/api/v1/locks/jobs/history?recursive=true&limit=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		History []struct {
+			Event string `json:"event"`
+			Token uint64 `json:"token"`
+			Mode  string `json:"mode"`
+		} `json:"history"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET .../history: %s %v", resp.Status, err)
+	}
+	if len(doc.History) != 2 || doc.History[0].Event != "session-expired" || doc.History[0].Token != token ||
+		doc.History[1].Event != "granted" || doc.History[0].Mode != "exclusive" {
+		t.Fatalf("HTTP API history: %+v", doc.History)
 	}
 }
