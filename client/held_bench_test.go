@@ -128,11 +128,12 @@ func keepaliveProbe(b *testing.B, ctx context.Context, addr string, tlsConf *tls
 	if _, err := session.Hello(ctx, conn, "probe"); err != nil {
 		b.Fatal(err)
 	}
-	open, err := session.RoundTrip(ctx, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 10000})
-	if err != nil || open.Err() != nil {
-		b.Fatal(err, open.Err())
-	}
 	return func(n int) []time.Duration {
+		// A session per round: between rounds nothing keeps it alive.
+		open, err := session.RoundTrip(ctx, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 10000})
+		if err != nil || open.Err() != nil {
+			b.Fatal(err, open.Err())
+		}
 		out := make([]time.Duration, n)
 		for i := range out {
 			t0 := time.Now()

@@ -178,6 +178,9 @@ type cmdCtx struct {
 	// removing a node, for lock requests.
 	lockOps   []lockOp
 	lockCause lockCause
+	// tryReq is the command's try-lock request: granted by this command
+	// whatever MaxLockBatch leaves for later.
+	tryReq *lockReq
 
 	// identity is the command's Identity (a multi's for its ops); aclNext
 	// is the rule table an ACL op made, adopted when the command succeeds.
@@ -206,6 +209,7 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.index, c.now = index, now
 	c.events = nil
 	c.lockOps = c.lockOps[:0]
+	c.tryReq = nil
 	c.lockCause = causeDelete
 	c.identity, c.aclNext = "", nil
 	c.newLimits = nil

@@ -108,6 +108,9 @@ type Command struct {
 	Mode            LockMode `codec:"lm,omitempty"`
 	HoldTTLMillis   int64    `codec:"lh,omitempty"`
 	LockDelayMillis int64    `codec:"ld,omitempty"`
+	// Try: grant at once or fail with ErrLocked, creating nothing (no
+	// node, no event) — decided here, in one command.
+	Try bool `codec:"lk_try,omitempty"`
 
 	// OpACLBootstrap, OpACLSet, OpACLRemove: the rules; OpACLBootstrap's
 	// default rights.

@@ -26,6 +26,9 @@ var (
 	ErrStorage         = errors.New("latch: storage failure")
 	ErrClosed          = errors.New("latch: namespace store closed")
 	ErrWouldDeadlock   = errors.New("latch: lock would deadlock: the session already holds or waits for a conflicting lock")
+	// ErrLocked: a try-lock (Command.Try) found a conflicting request
+	// held or queued, or lock-delay running.
+	ErrLocked          = errors.New("latch: lock is held by another")
 	ErrNoLock          = errors.New("latch: no such lock request")
 	ErrNotLockOwner    = errors.New("latch: lock request belongs to another session")
 	ErrLockNotHeld     = errors.New("latch: lock not held")

@@ -147,6 +147,9 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 		return fmt.Errorf("%w: %s lock on %s conflicts with %s (%s)",
 			ErrWouldDeadlock, cmd.Mode, cmd.Path, own.node, own.mode)
 	}
+	if cmd.Try && !c.locks().wouldRun(cmd.Path, cmd.Mode) {
+		return fmt.Errorf("%w: %s (%s lock not granted at once; nothing queued)", ErrLocked, cmd.Path, cmd.Mode)
+	}
 	// Missing ancestors first, top down; create refuses an ephemeral
 	// parent, so a request node (or anything under one) cannot be locked.
 	var missing []string
@@ -186,6 +189,9 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 		holdTTL: cmd.HoldTTLMillis, delay: min(delay, l.MaxLockDelayMillis),
 	}
 	c.lockOps = append(c.lockOps, lockOp{kind: lockAdd, req: q})
+	if cmd.Try {
+		c.tryReq = q
+	}
 	return nil
 }
 
@@ -368,11 +374,7 @@ func (c *cmdCtx) finishLocks(r *Result) {
 	if ix.pending.len() > 0 {
 		ix.mu.Lock()
 		spent := 0
-		for n := 0; n < c.limits().MaxLockBatch && spent < lockWorkBytes; n++ {
-			_, q, ok := ix.pending.min()
-			if !ok {
-				break
-			}
+		grant := func(q *lockReq) {
 			ix.grant(q, c.index, c.now)
 			c.historyErr = errors.Join(c.historyErr, c.recordLock(q, "granted"))
 			rec := appendLockRecord(nil, q)
@@ -380,6 +382,20 @@ func (c *cmdCtx) finishLocks(r *Result) {
 			spent += len(rec) + 25
 			c.emit(EventLockGranted, q.node, q.session)
 			r.Grants = append(r.Grants, Grant{Node: q.node, Path: q.lockPath(), Session: q.session, Token: q.token, Mode: q.mode})
+		}
+		// A try-lock is runnable (checked when requested) and granted
+		// now: it conflicts with none of the earlier pending requests.
+		n := 0
+		if q := c.tryReq; q != nil && q.pending {
+			grant(q)
+			n++
+		}
+		for ; n < c.limits().MaxLockBatch && spent < lockWorkBytes; n++ {
+			_, q, ok := ix.pending.min()
+			if !ok {
+				break
+			}
+			grant(q)
 		}
 		ix.mu.Unlock()
 	}

@@ -289,6 +289,39 @@ func (ix *lockIndex) setFrontier(lp *lockPath, f *lockReq) {
 	lp.frontier = f
 }
 
+// wouldRun reports whether a new request (later than every other) for
+// path in mode could run at once: no request on path or below conflicts,
+// and none on an ancestor does. O(depth).
+func (ix *lockIndex) wouldRun(path string, mode LockMode) bool {
+	lp := ix.paths[path]
+	p := path
+	if lp != nil {
+		if mode == LockExclusive && lp.sub.Len() > 0 || mode == LockShared && lp.subX.Len() > 0 {
+			return false
+		}
+	} else {
+		// The nearest ancestor the index knows: the ones above it hold
+		// nothing either.
+		for p != "/" && lp == nil {
+			p = Parent(p)
+			lp = ix.paths[p]
+		}
+		if lp == nil {
+			return true
+		}
+		// lp is a strict ancestor: only its own queue conflicts.
+		if mode == LockExclusive && lp.queue.Len() > 0 || mode == LockShared && lp.xqueue.Len() > 0 {
+			return false
+		}
+	}
+	for a := lp.parent; a != nil; a = a.parent {
+		if mode == LockExclusive && a.queue.Len() > 0 || mode == LockShared && a.xqueue.Len() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // add links a new request and decides whether it can run at once.
 func (ix *lockIndex) add(q *lockReq) {
 	ix.link(q)

@@ -461,7 +461,7 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 	} else {
 		res, err := l.proposeLock(&namespace.Command{
 			Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
-			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data,
+			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
 		})
 		if err != nil {
 			return err
@@ -470,8 +470,14 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 		w = l.register(res.Path)
 		defer l.unregister(w)
 		// A grant applied between the proposal and the registration
-		// reached no waiter: the index has it.
-		if info, err := l.f.s.store.Lock(res.Path); err == nil && info.Granted {
+		// reached no waiter: the index has it. A request gone already
+		// (its session ended, its node was deleted) ends the stream
+		// instead of leaving it waiting for a grant that cannot come.
+		info, err := l.f.s.store.Lock(res.Path)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %s went away before it was granted: %v", session.ErrNotHeld, res.Path, err)
+		case info.Granted:
 			w.setGranted(info.Token)
 		}
 		if str.Context().Err() != nil {
@@ -485,6 +491,8 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 	}
 	if !granted {
 		if req.Try {
+			// Apply grants a try-lock in its own command or refuses it;
+			// this is a request granted and already lost again.
 			l.withdraw(w.node, req.Session)
 			return fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
 		}

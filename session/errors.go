@@ -40,7 +40,8 @@ var (
 	ErrWouldDeadlock = namespace.ErrWouldDeadlock
 	ErrNotHeld       = errors.New("latch: lock not held")
 	// ErrLocked: a try-lock found the lock held or queued for.
-	ErrLocked       = errors.New("latch: lock is held by another")
+	// It is decided by the state machine; one identity end to end.
+	ErrLocked = namespace.ErrLocked
 	ErrInternal     = errors.New("latch: internal error")
 	ErrUnknownCode  = errors.New("latch: unknown error code")
 	ErrStreamClosed = errors.New("latch: stream closed")
