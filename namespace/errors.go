@@ -28,10 +28,10 @@ var (
 	ErrWouldDeadlock   = errors.New("latch: lock would deadlock: the session already holds or waits for a conflicting lock")
 	// ErrLocked: a try-lock (Command.Try) found a conflicting request
 	// held or queued, or lock-delay running.
-	ErrLocked          = errors.New("latch: lock is held by another")
-	ErrNoLock          = errors.New("latch: no such lock request")
-	ErrNotLockOwner    = errors.New("latch: lock request belongs to another session")
-	ErrLockNotHeld     = errors.New("latch: lock not held")
+	ErrLocked       = errors.New("latch: lock is held by another")
+	ErrNoLock       = errors.New("latch: no such lock request")
+	ErrNotLockOwner = errors.New("latch: lock request belongs to another session")
+	ErrLockNotHeld  = errors.New("latch: lock not held")
 	// ErrPermissionDenied: the identity's ACL rules do not grant the right
 	// the operation needs, or the node belongs to another session.
 	ErrPermissionDenied = errors.New("latch: permission denied")

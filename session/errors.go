@@ -41,7 +41,7 @@ var (
 	ErrNotHeld       = errors.New("latch: lock not held")
 	// ErrLocked: a try-lock found the lock held or queued for.
 	// It is decided by the state machine; one identity end to end.
-	ErrLocked = namespace.ErrLocked
+	ErrLocked       = namespace.ErrLocked
 	ErrInternal     = errors.New("latch: internal error")
 	ErrUnknownCode  = errors.New("latch: unknown error code")
 	ErrStreamClosed = errors.New("latch: stream closed")
