@@ -475,6 +475,15 @@ func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return false, nil
 	}
+	var whole []byte
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// Read an answer whole before passing it on: a leader that dies
+		// half way through must not leave the caller a truncated body
+		// under a success status.
+		if whole, err = io.ReadAll(io.LimitReader(resp.Body, 4*int64(a.s.cfg.Transport.MaxFrameSize))); err != nil {
+			return false, err
+		}
+	}
 	for k, vs := range resp.Header {
 		if k == hdrRetry {
 			continue
@@ -482,6 +491,10 @@ func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
+	if whole != nil {
+		w.Write(whole)
+		return true, nil
+	}
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {

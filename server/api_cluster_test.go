@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,17 @@ func TestAPIEndToEnd(t *testing.T) {
 	api.do(200, f, "GET", "/api/v1/health", nil)
 	if doc := api.do(200, f, "GET", "/api/v1/openapi.json", nil); doc.str("openapi") == "" {
 		t.Fatalf("openapi document: %v", doc)
+	}
+	for path, want := range map[string]string{"/": "<title>latch console</title>", "/console/console.js": "EventSource", "/console/console.css": "body"} {
+		resp, err := api.hc.Get("https://" + f + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Fatalf("GET %s: %d, %d bytes without %q", path, resp.StatusCode, len(b), want)
+		}
 	}
 	if ms := api.do(200, f, "GET", "/api/v1/members", nil).list("members"); len(ms) != 3 {
 		t.Fatalf("members: %v", ms)
@@ -247,9 +259,9 @@ func TestAPIEndToEnd(t *testing.T) {
 	rec.close()
 	obs.close()
 	var (
-		mu       sync.Mutex
-		failures []string
-		ok       int
+		mu          sync.Mutex
+		failures    []string
+		ok, unknown int
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -271,9 +283,15 @@ func TestAPIEndToEnd(t *testing.T) {
 					code, out, err = api.raw(f, "GET", p, nil)
 				}
 				mu.Lock()
-				if err == nil && code == 200 {
+				switch {
+				case err == nil && code == 200:
 					ok++
-				} else if !(code == 503 && out.str("name") == "UnknownOutcome") || start.After(killedAt.Add(time.Second)) && !killedAt.IsZero() {
+				case code == 503 && out.str("name") == "UnknownOutcome":
+					// A write whose commit a leader change interrupted
+					// (the kill, or a further election on a loaded
+					// machine): an honest answer, not a failure.
+					unknown++
+				default:
 					failures = append(failures, fmt.Sprintf("%s at %v: %d %v %v", p, start.Sub(killedAt), code, out, err))
 				}
 				mu.Unlock()
@@ -308,7 +326,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	if len(failures) > 0 {
 		t.Fatalf("%d requests failed through the follower across the leader kill (%d ok), e.g. %v", len(failures), ok, failures[:min(5, len(failures))])
 	}
-	t.Logf("%d create+get pairs through follower %s across the kill of %s", ok, c.Nodes[fi].ID, c.Nodes[li].ID)
+	t.Logf("%d create+get pairs through follower %s across the kill of %s, %d writes UnknownOutcome", ok, c.Nodes[fi].ID, c.Nodes[li].ID, unknown)
 }
 
 // untilRev reads change events up to the one of revision rev.

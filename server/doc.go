@@ -65,6 +65,15 @@
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
 //     end through the log. Lock-delay default and cap are the cluster
 //     settings DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//   - HTTP/JSON API (api*.go): a second front on Config.APIAddr (HTTPS
+//     with the client front's certificate and client CA) serving
+//     sessions, nodes, locks, elections, SSE watches, an OpenAPI document
+//     (apispec/openapi.json) and the web console (console/). It holds no
+//     logic: unary requests run through front.call, the QUIC front's
+//     handlers; locks through the lock service's waiters; watches through
+//     the watch hub. Followers forward leader-only requests to the
+//     leader's API with the caller's identity, believed only from a peer
+//     presenting this member's own certificate. api.go says the rest.
 //   - Time (clusterclock.go): the leader stamps entries with the cluster
 //     time, the latest committed time advanced by its monotonic clock
 //     (Config.Monotonic); the wall clock (Config.Clock) is read only for a
