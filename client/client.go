@@ -94,6 +94,17 @@ func (c *Client) Session() *Session {
 	return c.def
 }
 
+// Member returns the id of the member the client is connected to (the
+// leader, as far as the client knows), or "" while it (re)connects.
+func (c *Client) Member() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return ""
+	}
+	return c.cur.server
+}
+
 // Endpoints returns the configured endpoints.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.cfg.Endpoints...) }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 
 	"github.com/latch-io/latch/cmd/latch/bench"
 )
@@ -16,8 +17,8 @@ func init() {
 	register(&command{
 		name:    "bench",
 		usage:   "SCENARIO [flags]",
-		summary: "measure latency, lock throughput or session load against a running cluster",
-		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `, all.
+		summary: "measure latency, lock throughput, session load or failover time",
+		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `, all, ` + bench.ScenarioFailover + `.
 
   get, stale-get  -n reads of one node of --data-size bytes (linearizable, or
                   stale from the member the connection is on: the leader)
@@ -47,6 +48,17 @@ func init() {
                   (20,000 sets); --sessions sessions on a connection each,
                   held 2s; then a summary table of every figure
 
+  failover        starts --members latchd processes itself (--latchd-bin, or
+                  go build ./cmd/latchd) and runs --rounds rounds: a holder
+                  and --waiters waiters on one lock (one connection each),
+                  the leader gets --signal (kill or stop) and the holder
+                  releases at once; each waiter releases when granted.
+                  Reports signal -> new leader elected, -> every client
+                  connected to it, -> first grant, -> all granted (median,
+                  worst). Every call has --timeout; a failed call, a grant
+                  out of FIFO order, a token not increasing or a session
+                  lost fails the run. Ignores --endpoints and TLS flags.
+
 -n and -c: operations and goroutines (get, stale-get, create, lock: default
 2000 and 1). Every run works under --prefix (default /latch-bench-<random>,
 which must not exist) and deletes it afterwards unless --keep. Each
@@ -75,9 +87,35 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.BoolVar(&c.Keep, "keep", false, "leave --prefix and its nodes in place")
 			fs.DurationVar(&c.MaxTime, "max-time", bench.DefaultMaxTime, "upper bound on the whole run")
 			fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow non-loopback endpoints and --admin")
+			var fc bench.FailoverConfig
+			fs.IntVar(&fc.Members, "members", bench.DefaultFailoverMembers, "failover: latchd processes to start")
+			fs.IntVar(&fc.Rounds, "rounds", bench.DefaultFailoverRounds, "failover: leader failures")
+			fs.IntVar(&fc.Waiters, "waiters", bench.DefaultFailoverWaiters, "failover: clients queued behind the holder")
+			signal := fs.String("signal", "kill", "failover: kill (SIGKILL) or stop (SIGSTOP) the leader")
+			fs.StringVar(&fc.LatchdBin, "latchd-bin", "", "failover: latchd binary (default: go build ./cmd/latchd)")
 			verbose := fs.Bool("v", false, "log progress to stderr")
 			cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the client side) to `FILE`")
 			return func(ctx context.Context, e *env, args []string) error {
+				if args[0] == bench.ScenarioFailover {
+					cfg := fc
+					switch *signal {
+					case "kill":
+						cfg.Signal = syscall.SIGKILL
+					case "stop":
+						cfg.Signal = syscall.SIGSTOP
+					default:
+						return fmt.Errorf("%w: --signal %q: want kill or stop", errUsage, *signal)
+					}
+					cfg.OpTimeout = e.g.timeout
+					if *verbose {
+						cfg.Log = e.stderr
+					}
+					rep, err := bench.RunFailover(ctx, cfg)
+					if err != nil {
+						return err
+					}
+					return e.emit(rep, func(w io.Writer) { rep.WriteTable(w) })
+				}
 				cfg := c
 				cfg.Scenario = args[0]
 				if cfg.DataSize == 0 {

@@ -1,0 +1,540 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/session"
+)
+
+// ScenarioFailover: real latchd processes started by the run; the leader
+// is killed (or stopped) while a holder and queued waiters use one lock.
+const ScenarioFailover = "failover"
+
+// Defaults of FailoverConfig.
+const (
+	DefaultFailoverMembers = 3
+	DefaultFailoverRounds  = 10
+	DefaultFailoverWaiters = 8
+)
+
+// FailoverConfig configures `latch bench failover`: it starts Members
+// latchd processes on loopback itself (data under Dir), and for each of
+// Rounds: one client holds a lock with Waiters more clients queued behind
+// it (one QUIC connection each), the leader gets Signal, the holder
+// releases at once, and each waiter, once granted, releases too. Then the
+// member is restarted (SIGKILL) or continued (SIGSTOP) and the cluster
+// settles before the next round.
+type FailoverConfig struct {
+	Members, Rounds, Waiters int
+	// Signal is syscall.SIGKILL (default) or syscall.SIGSTOP.
+	Signal syscall.Signal
+	// LatchdBin is the latchd to run; "" builds ./cmd/latchd into Dir.
+	LatchdBin string
+	// Dir holds the members' data and logs; "" is a new temporary
+	// directory, removed afterwards.
+	Dir string
+	// Args are extra latchd flags for every member (e.g. raft timing).
+	Args []string
+	// OpTimeout bounds every client call (default DefaultOpTimeout).
+	OpTimeout time.Duration
+	// Log receives progress lines. Default: discard.
+	Log io.Writer
+}
+
+// FailoverRound is what one round measured, each from the signal.
+type FailoverRound struct {
+	Killed    string `json:"killed"`
+	NewLeader string `json:"new_leader"`
+	// Elected: a member other than the killed one reports itself the
+	// ready leader. Reconnected: every client is connected to it.
+	// FirstGrant: the first waiter holds the lock. AllGranted: the last
+	// waiter holds it (every waiter releases as soon as it is granted).
+	Elected     Millis `json:"elected_ms"`
+	Reconnected Millis `json:"reconnected_ms"`
+	FirstGrant  Millis `json:"first_grant_ms"`
+	AllGranted  Millis `json:"all_granted_ms"`
+}
+
+// FailoverReport is the result of RunFailover.
+type FailoverReport struct {
+	Scenario string          `json:"scenario"`
+	Members  int             `json:"members"`
+	Waiters  int             `json:"waiters"`
+	Signal   string          `json:"signal"`
+	Rounds   []FailoverRound `json:"rounds"`
+	// Summaries over the rounds (P50 is the median, Max the worst).
+	Elected     Latency `json:"elected"`
+	Reconnected Latency `json:"reconnected"`
+	FirstGrant  Latency `json:"first_grant"`
+	AllGranted  Latency `json:"all_granted"`
+	Truncated   bool    `json:"truncated,omitempty"`
+}
+
+func (c FailoverConfig) withDefaults() FailoverConfig {
+	if c.Members == 0 {
+		c.Members = DefaultFailoverMembers
+	}
+	if c.Rounds == 0 {
+		c.Rounds = DefaultFailoverRounds
+	}
+	if c.Waiters == 0 {
+		c.Waiters = DefaultFailoverWaiters
+	}
+	if c.Signal == 0 {
+		c.Signal = syscall.SIGKILL
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = DefaultOpTimeout
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+// Validate rejects a config that cannot run, naming the field.
+func (c FailoverConfig) Validate() error {
+	switch {
+	case c.Members != 0 && c.Members < 3:
+		return fmt.Errorf("%w: members %d: a failover needs at least 3", ErrBadConfig, c.Members)
+	case c.Rounds < 0:
+		return fmt.Errorf("%w: rounds %d is negative", ErrBadConfig, c.Rounds)
+	case c.Waiters < 0:
+		return fmt.Errorf("%w: waiters %d is negative", ErrBadConfig, c.Waiters)
+	case c.Signal != 0 && c.Signal != syscall.SIGKILL && c.Signal != syscall.SIGSTOP:
+		return fmt.Errorf("%w: signal %v: want SIGKILL or SIGSTOP", ErrBadConfig, c.Signal)
+	}
+	return nil
+}
+
+// failoverRun is one RunFailover: the members and the clients.
+type failoverRun struct {
+	cfg     FailoverConfig
+	nodes   []*proc.Node
+	clients []*client.Client // 0: the holder; 1..Waiters: the waiters
+	path    string
+}
+
+// RunFailover runs the failover scenario and returns its report. It stops
+// every process it started before returning. A round in which a call
+// failed, a waiter was granted out of order or twice, a token did not
+// increase or a session ended fails the run.
+func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "latch-bench-failover-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		cfg.Dir = dir
+	}
+	bin := cfg.LatchdBin
+	if bin == "" {
+		bin = filepath.Join(cfg.Dir, "bin", "latchd")
+		fmt.Fprintf(cfg.Log, "building ./cmd/latchd\n")
+		if err := proc.GoBuild("./cmd/latchd", bin); err != nil {
+			return nil, fmt.Errorf("%v (or pass --latchd-bin)", err)
+		}
+	}
+	certs, err := session.EnsureDevCerts(filepath.Join(cfg.Dir, "tls"))
+	if err != nil {
+		return nil, err
+	}
+	r := &failoverRun{cfg: cfg, path: "/bench-failover/lock"}
+	defer r.stop()
+	if err := r.start(bin, certs); err != nil {
+		return nil, err
+	}
+	tlsConf, err := session.ClientTLS(certs.CA, "", "")
+	if err != nil {
+		return nil, err
+	}
+	var eps []string
+	for _, nd := range r.nodes {
+		eps = append(eps, nd.ClientAddr)
+	}
+	for range cfg.Waiters + 1 {
+		dctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		c, err := client.Dial(dctx, client.Config{Endpoints: eps, TLS: tlsConf, ClientName: "latch-bench-failover"})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		r.clients = append(r.clients, c)
+	}
+	octx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+	_, err = r.clients[0].Create(octx, "/bench-failover", nil)
+	cancel()
+	if err != nil && !errors.Is(err, client.ErrNodeExists) {
+		return nil, err
+	}
+
+	rep := &FailoverReport{Scenario: ScenarioFailover, Members: cfg.Members, Waiters: cfg.Waiters, Signal: signalName(cfg.Signal)}
+	for i := range cfg.Rounds {
+		if ctx.Err() != nil {
+			rep.Truncated = true
+			break
+		}
+		rd, err := r.round(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("latch: bench failover: round %d: %w", i+1, err)
+		}
+		fmt.Fprintf(cfg.Log, "round %d: %s killed, %s elected %v, reconnected %v, first grant %v, all granted %v\n",
+			i+1, rd.Killed, rd.NewLeader, rd.Elected, rd.Reconnected, rd.FirstGrant, rd.AllGranted)
+		rep.Rounds = append(rep.Rounds, rd)
+		if err := r.recover(); err != nil {
+			return nil, fmt.Errorf("latch: bench failover: recovering after round %d: %w", i+1, err)
+		}
+	}
+	var el, rc, fg, ag []time.Duration
+	for _, rd := range rep.Rounds {
+		el = append(el, time.Duration(rd.Elected))
+		rc = append(rc, time.Duration(rd.Reconnected))
+		fg = append(fg, time.Duration(rd.FirstGrant))
+		ag = append(ag, time.Duration(rd.AllGranted))
+	}
+	rep.Elected, rep.Reconnected, rep.FirstGrant, rep.AllGranted = Summarize(el), Summarize(rc), Summarize(fg), Summarize(ag)
+	return rep, nil
+}
+
+func signalName(s syscall.Signal) string {
+	if s == syscall.SIGSTOP {
+		return "SIGSTOP"
+	}
+	return "SIGKILL"
+}
+
+// start launches the members and waits for a settled cluster.
+func (r *failoverRun) start(bin string, certs session.DevCerts) error {
+	var peers []string
+	for i := range r.cfg.Members {
+		id := fmt.Sprintf("n%d", i+1)
+		data := filepath.Join(r.cfg.Dir, id)
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return err
+		}
+		nd, err := proc.NewDetachedNode(proc.Options{ID: id, DataDir: data}, bin, data+".log")
+		if err != nil {
+			return err
+		}
+		r.nodes = append(r.nodes, nd)
+		peers = append(peers, id+"="+nd.RaftAddr)
+	}
+	for _, nd := range r.nodes {
+		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
+			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, r.cfg.Args...)
+		if err := nd.Launch(); err != nil {
+			return err
+		}
+	}
+	_, err := r.settled(30 * time.Second)
+	return err
+}
+
+// stop closes the clients and kills every member.
+func (r *failoverRun) stop() {
+	for _, c := range r.clients {
+		c.Close()
+	}
+	for _, nd := range r.nodes {
+		if nd.Running() {
+			nd.Signal(syscall.SIGCONT)
+			nd.Signal(syscall.SIGKILL)
+			nd.WaitExit(30 * time.Second)
+		}
+	}
+}
+
+// settled waits until every member runs, is ready and follows one ready
+// leader, and returns the leader's index.
+func (r *failoverRun) settled(timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		i, err := r.leader(true)
+		if err == nil {
+			return i, nil
+		}
+		if time.Now().After(deadline) {
+			return -1, fmt.Errorf("cluster not settled after %v: %w", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// leader returns the index of the ready leader. With all, every running
+// member must be ready and follow it; else it is enough that one member
+// other than a paused or dead one says it is the ready leader.
+func (r *failoverRun) leader(all bool) (int, error) {
+	leader := -1
+	var sts []string
+	for i, nd := range r.nodes {
+		if !nd.Running() || nd.Paused() {
+			continue
+		}
+		st, err := nd.Status()
+		if err != nil {
+			if all {
+				return -1, err
+			}
+			continue
+		}
+		if st.State == "Leader" && st.Ready {
+			leader = i
+		}
+		if all && !st.Ready {
+			return -1, fmt.Errorf("%s not ready", st.ID)
+		}
+		sts = append(sts, st.LeaderID)
+	}
+	if leader < 0 {
+		return -1, errors.New("no ready leader")
+	}
+	if all {
+		for _, id := range sts {
+			if id != r.nodes[leader].ID {
+				return -1, fmt.Errorf("a member follows %q, not %q", id, r.nodes[leader].ID)
+			}
+		}
+	}
+	return leader, nil
+}
+
+// grant is one waiter's grant.
+type grant struct {
+	waiter int
+	token  uint64
+	at     time.Time
+	err    error
+}
+
+// round runs one failover and checks what the clients saw.
+func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
+	var rd FailoverRound
+	li, err := r.settled(30 * time.Second)
+	if err != nil {
+		return rd, err
+	}
+	old := r.nodes[li]
+	rd.Killed = old.ID
+	opCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, r.cfg.OpTimeout) }
+
+	hctx, hcancel := opCtx()
+	holder := client.NewMutex(r.clients[0].Session(), r.path)
+	err = holder.Lock(hctx)
+	hcancel()
+	if err != nil {
+		return rd, fmt.Errorf("holder lock: %w", err)
+	}
+	// Queue the waiters one at a time so their order is known.
+	grants := make(chan grant, r.cfg.Waiters)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	for w := 1; w <= r.cfg.Waiters; w++ {
+		m := client.NewMutex(r.clients[w].Session(), r.path)
+		wg.Go(func() {
+			// Each waiter's Lock and Unlock is one call with OpTimeout,
+			// started before the failover: the wait includes it.
+			lctx, cancel := context.WithTimeout(wctx, 2*r.cfg.OpTimeout)
+			defer cancel()
+			err := m.Lock(lctx)
+			g := grant{waiter: w, token: m.Token(), at: time.Now(), err: err}
+			if err == nil {
+				uctx, ucancel := context.WithTimeout(wctx, r.cfg.OpTimeout)
+				if uerr := m.Unlock(uctx); uerr != nil {
+					g.err = fmt.Errorf("unlock: %w", uerr)
+				}
+				ucancel()
+			}
+			grants <- g
+		})
+		if err := r.waitQueue(ctx, w+1); err != nil {
+			return rd, err
+		}
+	}
+	if err := r.waitConnected(ctx, old.ID); err != nil {
+		return rd, err
+	}
+	token0 := holder.Token()
+
+	// The failover.
+	t0 := time.Now()
+	if err := old.Signal(r.cfg.Signal); err != nil {
+		return rd, err
+	}
+	unlocked := make(chan error, 1)
+	go func() {
+		uctx, cancel := opCtx()
+		defer cancel()
+		unlocked <- holder.Unlock(uctx)
+	}()
+	elected := make(chan struct{})
+	var newLeader string
+	go func() {
+		defer close(elected)
+		deadline := t0.Add(r.cfg.OpTimeout)
+		for time.Now().Before(deadline) {
+			if i, err := r.leader(false); err == nil && r.nodes[i] != old {
+				rd.Elected = Millis(time.Since(t0))
+				newLeader = r.nodes[i].ID
+				return
+			}
+			time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
+		}
+	}()
+	reconnected := make(chan struct{})
+	go func() {
+		defer close(reconnected)
+		deadline := t0.Add(r.cfg.OpTimeout)
+		for time.Now().Before(deadline) {
+			all := true
+			for _, c := range r.clients {
+				if m := c.Member(); m == "" || m == old.ID {
+					all = false
+					break
+				}
+			}
+			if all {
+				rd.Reconnected = Millis(time.Since(t0))
+				return
+			}
+			time.Sleep(time.Millisecond) // polling a condition with a deadline
+		}
+	}()
+
+	var first, last time.Time
+	var prevToken = token0
+	for w := 1; w <= r.cfg.Waiters; w++ {
+		var g grant
+		select {
+		case g = <-grants:
+		case <-time.After(3 * r.cfg.OpTimeout):
+			return rd, fmt.Errorf("waiter %d not granted", w)
+		}
+		if g.err != nil {
+			return rd, fmt.Errorf("waiter %d: %w", g.waiter, g.err)
+		}
+		if g.waiter != w {
+			return rd, fmt.Errorf("waiter %d granted %d-th: not FIFO", g.waiter, w)
+		}
+		if g.token <= prevToken {
+			return rd, fmt.Errorf("waiter %d token %d not above %d", g.waiter, g.token, prevToken)
+		}
+		prevToken = g.token
+		if first.IsZero() {
+			first = g.at
+		}
+		last = g.at
+	}
+	if err := <-unlocked; err != nil {
+		return rd, fmt.Errorf("holder unlock: %w", err)
+	}
+	<-elected
+	<-reconnected
+	rd.NewLeader = newLeader
+	rd.FirstGrant, rd.AllGranted = Millis(first.Sub(t0)), Millis(last.Sub(t0))
+	for i, c := range r.clients {
+		if err := c.Session().Err(); err != nil {
+			return rd, fmt.Errorf("client %d session: %w", i, err)
+		}
+	}
+	return rd, nil
+}
+
+// waitQueue waits until the lock's queue holds n requests.
+func (r *failoverRun) waitQueue(ctx context.Context, n int) error {
+	deadline := time.Now().Add(r.cfg.OpTimeout)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+		q, err := r.clients[0].LockQueue(qctx, r.path)
+		cancel()
+		if err == nil && len(q) == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lock queue: want %d requests, have %d (%v)", n, len(q), err)
+		}
+		time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// waitConnected waits until every client is connected to member id.
+func (r *failoverRun) waitConnected(ctx context.Context, id string) error {
+	deadline := time.Now().Add(r.cfg.OpTimeout)
+	for {
+		all := true
+		for _, c := range r.clients {
+			all = all && c.Member() == id
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("clients not all connected to %s", id)
+		}
+		time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
+	}
+}
+
+// recover restarts (SIGKILL) or continues (SIGSTOP) the members that are
+// down and waits for the cluster to settle.
+func (r *failoverRun) recover() error {
+	for _, nd := range r.nodes {
+		switch {
+		case nd.Paused():
+			if err := nd.Signal(syscall.SIGCONT); err != nil {
+				return err
+			}
+		case !nd.Running():
+			if err := nd.Launch(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := r.settled(30 * time.Second)
+	return err
+}
+
+// WriteTable writes the report as aligned tables: one row per round, then
+// the median and worst of each link of the chain.
+func (r *FailoverReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "failover: %d members, %s of the leader, holder + %d waiters, %d rounds\n\n",
+		r.Members, r.Signal, r.Waiters, len(r.Rounds))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUND\tKILLED\tNEW LEADER\tELECTED\tRECONNECTED\tFIRST GRANT\tALL GRANTED")
+	for i, rd := range r.Rounds {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, rd.Killed, rd.NewLeader,
+			dur(rd.Elected), dur(rd.Reconnected), dur(rd.FirstGrant), dur(rd.AllGranted))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FROM THE SIGNAL TO\tMEDIAN\tWORST")
+	for _, l := range []struct {
+		what string
+		l    Latency
+	}{{"new leader elected", r.Elected}, {"clients reconnected", r.Reconnected}, {"first grant", r.FirstGrant}, {"all waiters granted", r.AllGranted}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", l.what, dur(l.l.P50), dur(l.l.Max))
+	}
+	tw.Flush()
+	if r.Truncated {
+		fmt.Fprintln(w, "\ntruncated: stopped early, figures cover the rounds that completed")
+	}
+}
