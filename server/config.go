@@ -74,10 +74,22 @@ type Config struct {
 	// ignored with a warning.
 	Limits namespace.Limits
 
-	// Raft timing. See hashicorp/raft's Config for meaning.
-	HeartbeatTimeout   time.Duration // default 1s
-	ElectionTimeout    time.Duration // default 1s
-	LeaderLeaseTimeout time.Duration // default 500ms; at most HeartbeatTimeout
+	// Raft timing, chosen for a LAN (see doc.go, "Failover timing" for the
+	// chain they bound and why they are safe).
+	//
+	// HeartbeatTimeout is how long a follower hears nothing from the
+	// leader before it asks for votes (raft waits a random 1-2x between
+	// checks, so a dead leader is noticed 1-3x after its last heartbeat);
+	// the leader heartbeats every tenth of it. Default 100ms.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes before it
+	// tries again (random 1-2x). At least HeartbeatTimeout. Default 100ms.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader keeps leading without
+	// hearing from a quorum; then it steps down. At most HeartbeatTimeout,
+	// so a deposed leader stops answering keepalives before a successor
+	// can be elected. Default 50ms.
+	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long a follower may wait to learn of a commit
 	// when no new entries flow. Default 20ms.
 	CommitTimeout time.Duration
@@ -179,9 +191,9 @@ func DefaultConfig() Config {
 		ClientAddr:         DefaultClientAddr,
 		HTTPAddr:           DefaultHTTPAddr,
 		Limits:             namespace.DefaultLimits(),
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		HeartbeatTimeout:   100 * time.Millisecond,
+		ElectionTimeout:    100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond,
 		CommitTimeout:      20 * time.Millisecond,
 		MaxAppendEntries:   256,
 		SnapshotThreshold:  8192,

@@ -11,15 +11,14 @@ import (
 	"github.com/latch-io/latch/namespace"
 )
 
-// notLeader builds the redirect error from raft's view of the leader and the
-// replicated member metadata.
+// notLeader builds the redirect error from the leader this member can
+// vouch for (followedLeader: none while the leader it followed is silent)
+// and the replicated member metadata.
 func (s *Server) notLeader() error {
 	e := &NotLeaderError{}
-	if s.raft != nil {
-		if _, id := s.raft.LeaderWithID(); id != "" && string(id) != s.cfg.ID {
-			m := s.memberInfo(string(id))
-			e.LeaderID, e.LeaderClientAddr, e.LeaderHTTPAddr = string(id), m.ClientAddr, m.HTTPAddr
-		}
+	if id := s.followedLeader(); id != "" && id != s.cfg.ID {
+		m := s.memberInfo(id)
+		e.LeaderID, e.LeaderClientAddr, e.LeaderHTTPAddr = id, m.ClientAddr, m.HTTPAddr
 	}
 	return e
 }

@@ -259,6 +259,7 @@ func (s *Server) clientTLS() (*tls.Config, error) {
 func (s *Server) startFront() {
 	f := s.front
 	s.goFunc(f.acceptLoop)
+	s.goFunc(f.probeLoop)
 	s.goFunc(func() { f.keep.run(s.stop) })
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }

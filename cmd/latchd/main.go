@@ -53,6 +53,7 @@ type options struct {
 	bootstrap, join                   string
 	dev                               bool
 	heartbeatTimeout, electionTimeout time.Duration
+	leaderLease, commitTimeout        time.Duration
 	snapshotThreshold, trailingLogs   uint64
 	snapshotInterval                  time.Duration
 	logLevel, logFormat               string
@@ -81,8 +82,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.bootstrap, "bootstrap", "", "initial members as id=raftaddr,... (the same list on every founding member)")
 	fs.StringVar(&o.join, "join", "", "admin HTTP address (host:port or http://host:port) of any member of a cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "run a single-member cluster on loopback with data in ./"+DevDataDir)
-	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", def.HeartbeatTimeout, "raft heartbeat timeout")
-	fs.DurationVar(&o.electionTimeout, "election-timeout", def.ElectionTimeout, "raft election timeout")
+	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", def.HeartbeatTimeout, "raft heartbeat timeout: a follower that hears nothing from the leader for this long (1-3x) starts an election")
+	fs.DurationVar(&o.electionTimeout, "election-timeout", def.ElectionTimeout, "raft election timeout: how long a candidate waits for votes (at least --heartbeat-timeout)")
+	fs.DurationVar(&o.leaderLease, "leader-lease-timeout", 0, "how long a leader leads without hearing from a quorum (at most --heartbeat-timeout; default half of it, "+def.LeaderLeaseTimeout.String()+" by default)")
+	fs.DurationVar(&o.commitTimeout, "commit-timeout", def.CommitTimeout, "how long an idle leader waits before telling followers of a commit")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "new log entries that trigger a snapshot")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check --snapshot-threshold")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", def.TrailingLogs, "log entries kept after a snapshot")
@@ -246,7 +249,10 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	}
 	cfg.Bootstrap = peers
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = o.heartbeatTimeout, o.electionTimeout
-	cfg.LeaderLeaseTimeout = min(cfg.LeaderLeaseTimeout, cfg.HeartbeatTimeout/2)
+	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = o.leaderLease, o.commitTimeout
+	if o.leaderLease == 0 {
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	}
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection
 	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()

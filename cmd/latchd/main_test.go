@@ -108,6 +108,13 @@ func TestFlags(t *testing.T) {
 		cfg.ClientAddr != "127.0.0.1:7420" || cfg.HTTPAddr != "127.0.0.1:7422" || cfg.APIAddr != "127.0.0.1:7423" {
 		t.Fatalf("--dev config = %+v", cfg)
 	}
+	// The raft timing a user gets without flags is the server's default.
+	def := server.DefaultConfig()
+	if cfg.HeartbeatTimeout != def.HeartbeatTimeout || cfg.ElectionTimeout != def.ElectionTimeout ||
+		cfg.LeaderLeaseTimeout != def.LeaderLeaseTimeout || cfg.CommitTimeout != def.CommitTimeout {
+		t.Fatalf("--dev raft timing = %v %v %v %v, want the defaults %v %v %v %v", cfg.HeartbeatTimeout, cfg.ElectionTimeout,
+			cfg.LeaderLeaseTimeout, cfg.CommitTimeout, def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout, def.CommitTimeout)
+	}
 	cfg, err = parse(t, "--id", "n1", "--data-dir", "/d", "--bootstrap", "n1=10.0.0.1:7421, n2=10.0.0.2:7421",
 		"--heartbeat-timeout", "200ms", "--election-timeout", "300ms", "--tls-cert", "/c.pem", "--tls-key", "/k.pem")
 	if err != nil {
@@ -122,6 +129,8 @@ func TestFlags(t *testing.T) {
 		{"--id", "n1", "--data-dir", "/d", "--bootstrap", "n2=10.0.0.2:7421"},
 		{"--data-dir", "/d"},
 		{"--dev", "--join", "127.0.0.1:7422"},
+		{"--dev", "--heartbeat-timeout", "100ms", "--leader-lease-timeout", "200ms"},
+		{"--dev", "--heartbeat-timeout", "100ms", "--election-timeout", "50ms"},
 	} {
 		if _, err := parse(t, bad...); err == nil {
 			t.Errorf("%q accepted", bad)

@@ -103,10 +103,11 @@ func StartNode(t TB, opts Options) *Node {
 	return n
 }
 
-// args is the full command line of this member.
+// args is the full command line of this member. Raft timing is latchd's
+// default: crash tests and chaos run what users get.
 func (n *Node) args() []string {
 	a := []string{"--data-dir", n.DataDir, "--client-addr", n.ClientAddr, "--raft-addr", n.RaftAddr,
-		"--http-addr", n.HTTPAddr, "--api-addr", n.APIAddr, "--heartbeat-timeout", "500ms", "--election-timeout", "500ms"}
+		"--http-addr", n.HTTPAddr, "--api-addr", n.APIAddr}
 	if n.ID != "" {
 		a = append(a, "--id", n.ID)
 	}

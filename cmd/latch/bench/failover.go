@@ -297,8 +297,10 @@ func (r *failoverRun) leader(all bool) (int, error) {
 		if st.State == "Leader" && st.Ready {
 			leader = i
 		}
-		if all && !st.Ready {
-			return -1, fmt.Errorf("%s not ready", st.ID)
+		if all {
+			if err := nd.Await("/readyz", 0); err != nil {
+				return -1, err
+			}
 		}
 		sts = append(sts, st.LeaderID)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// electionTimeout is the raft timing proc gives every member
-// (--heartbeat-timeout and --election-timeout 500ms).
-const electionTimeout = 500 * time.Millisecond
+// electionTimeout is the raft election timeout of every member: proc
+// runs latchd with its default timing, the one users get.
+var electionTimeout = server.DefaultConfig().ElectionTimeout
 
 // recoverTimeout bounds how long the cluster may take to elect a ready
 // leader again after a fault healed.

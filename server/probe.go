@@ -1,0 +1,47 @@
+package server
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/session"
+)
+
+// followedLeader returns the leader this member can vouch for: itself
+// while raft says it leads, else the leader raft follows if it heard from
+// it within half a heartbeat timeout (five missed heartbeats). A leader
+// that went silent is not named: until the election ends, redirects and
+// probe answers say "no leader yet" rather than send clients to a member
+// that may be dead.
+func (s *Server) followedLeader() (id string) {
+	if s.raft == nil {
+		return ""
+	}
+	if s.raft.State() == raft.Leader {
+		return s.cfg.ID
+	}
+	_, lid := s.raft.LeaderWithID()
+	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout/2 {
+		return ""
+	}
+	return string(lid)
+}
+
+// probeLoop answers leader probes (session.Probe) on the client port
+// until the listener closes.
+func (f *front) probeLoop() {
+	for {
+		nonce, from, err := f.ln.ReadProbe(f.s.ctx)
+		if err != nil {
+			return
+		}
+		a := session.ProbeAnswer{Member: f.s.cfg.ID, IsLeader: f.keep.serving() == nil}
+		if id := f.s.followedLeader(); id != "" && id != f.s.cfg.ID {
+			a.Leader = f.s.memberInfo(id).ClientAddr
+		}
+		if err := f.ln.AnswerProbe(nonce, from, a); err != nil {
+			f.log.Debug("probe answer not sent", "to", from, "err", err)
+		}
+	}
+}
