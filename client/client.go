@@ -31,6 +31,8 @@ type Client struct {
 	ready    chan struct{} // closed when cur is set; replaced when cur drops
 	hint     string        // address the next connect tries first (a redirect)
 	lastErr  error         // why the last connection attempt failed
+	fatal    error         // set while no retry can connect (discover.go): waiting calls fail with it
+	linked   bool          // a link was published once
 	sessions map[uint64]*Session
 	def      *Session
 	closed   bool
@@ -56,7 +58,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		tls:      tlsConf,
-		tcfg:     transportConfig(cfg.SessionTTL),
+		tcfg:     transportConfig(cfg.FailureTimeout),
 		ready:    make(chan struct{}),
 		sessions: make(map[uint64]*Session),
 		kaWake:   make(chan struct{}, 1),
@@ -77,12 +79,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// transportConfig sizes the QUIC idle timeout to the session TTL: a leader
-// that went silent (stopped, partitioned) must be given up early enough to
-// reach the new leader while the sessions still live there.
-func transportConfig(ttl time.Duration) session.Config {
-	idle := min(max(ttl/2, time.Second), 30*time.Second)
-	return session.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 4}
+// transportConfig makes the connection notice a silent member within
+// failure: QUIC pings the member when it heard nothing for a quarter of
+// it and closes the connection when, after that ping, it heard nothing for
+// the other three quarters (quic-go starts the idle timer at the first
+// ack-eliciting packet sent after the last one received). The member
+// negotiates the same idle timeout, so it drops a silent client as fast.
+// A member that does not answer a handshake for three times as long (at
+// least a second: a loaded member may be slow to start one) is skipped.
+func transportConfig(failure time.Duration) session.Config {
+	ping := failure / 4
+	return session.Config{MaxIdleTimeout: failure - ping, KeepAlivePeriod: ping, HandshakeTimeout: max(3*failure, time.Second)}
 }
 
 // Session returns the default session opened by Dial: Client calls that

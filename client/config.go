@@ -39,8 +39,16 @@ type Config struct {
 	// DialTimeout bounds one connection attempt: QUIC and TLS handshake,
 	// Hello and resuming the sessions. Default 5s.
 	DialTimeout time.Duration
-	// MaxRedirects bounds how many "not the leader" answers one request or
-	// connection attempt follows in a row before giving up. Default 5.
+	// FailureTimeout is how long the connection to the leader may stay
+	// silent before the client gives the member up and looks for the
+	// leader again; QUIC pings after a quarter of it. Lower notices a dead
+	// leader sooner and costs more pings (about four per FailureTimeout
+	// per idle connection, each answered). Default 300ms.
+	FailureTimeout time.Duration
+	// MaxRedirects bounds how many times one request or connection
+	// attempt follows a "not the leader" answer naming the same leader
+	// (a redirect loop) before giving up; a new leader starts a new
+	// count. Default 5.
 	MaxRedirects int
 	// MinBackoff and MaxBackoff bound the pause between rounds of
 	// connection attempts over all endpoints: it doubles from MinBackoff up
@@ -57,14 +65,15 @@ type Config struct {
 // DefaultConfig returns a Config with every default filled in.
 func DefaultConfig() Config {
 	return Config{
-		Endpoints:    []string{DefaultEndpoint},
-		SessionTTL:   10 * time.Second,
-		DialTimeout:  5 * time.Second,
-		MaxRedirects: 5,
-		MinBackoff:   20 * time.Millisecond,
-		MaxBackoff:   time.Second,
-		ClientName:   filepath.Base(os.Args[0]),
-		Logger:       slog.New(slog.DiscardHandler),
+		Endpoints:      []string{DefaultEndpoint},
+		SessionTTL:     10 * time.Second,
+		DialTimeout:    5 * time.Second,
+		FailureTimeout: 300 * time.Millisecond,
+		MaxRedirects:   5,
+		MinBackoff:     20 * time.Millisecond,
+		MaxBackoff:     time.Second,
+		ClientName:     filepath.Base(os.Args[0]),
+		Logger:         slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -78,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = d.DialTimeout
+	}
+	if c.FailureTimeout == 0 {
+		c.FailureTimeout = d.FailureTimeout
 	}
 	if c.MaxRedirects == 0 {
 		c.MaxRedirects = d.MaxRedirects
@@ -119,6 +131,10 @@ func (c Config) Validate() error {
 		return bad("SessionTTL", "%v leaves no time for keepalives", c.SessionTTL)
 	case c.DialTimeout < 0:
 		return bad("DialTimeout", "%v is negative", c.DialTimeout)
+	case c.FailureTimeout < 0:
+		return bad("FailureTimeout", "%v is negative", c.FailureTimeout)
+	case c.FailureTimeout > 0 && c.FailureTimeout < 30*time.Millisecond:
+		return bad("FailureTimeout", "%v is below 30ms: QUIC would drop healthy connections", c.FailureTimeout)
 	case c.MaxRedirects < 0:
 		return bad("MaxRedirects", "%d is negative", c.MaxRedirects)
 	case c.MinBackoff < 0:

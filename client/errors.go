@@ -58,6 +58,18 @@ var (
 	ErrUnknownOutcome = session.ErrUnknownOutcome
 	// ErrNoEndpoint: no endpoint could be reached before ctx ended.
 	ErrNoEndpoint = errors.New("latch: no endpoint reachable")
+	// ErrNotListening: nothing listens on any endpoint (each refused for
+	// a second) and the client never connected: is latchd running, and
+	// are the endpoints right? The message names them.
+	ErrNotListening = errors.New("latch: nothing listening")
+	// ErrUntrusted: the member's certificate is not signed by a CA the
+	// client trusts (Config.TLS's RootCAs; the CLI's --ca), or does not
+	// name the address dialed. Retrying cannot help.
+	ErrUntrusted = errors.New("latch: server certificate not trusted")
+	// ErrCertRequired: the member requires a client certificate signed by
+	// a CA it trusts and got none, or one it refused (the CLI's --cert and
+	// --key). Retrying cannot help.
+	ErrCertRequired = errors.New("latch: the server requires a client certificate it trusts")
 
 	// Lock recipes (mutex.go, election.go, semaphore.go).
 

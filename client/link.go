@@ -58,120 +58,6 @@ func (c *Client) connectLoop() {
 	}
 }
 
-// attemptStagger is how long a connection attempt runs alone before the
-// next candidate is tried alongside it (as in Happy Eyeballs, RFC 8305): a
-// member that does not answer at all (stopped, cut off; QUIC hears no
-// refusal) delays the connection by this much, not by DialTimeout.
-const attemptStagger = 250 * time.Millisecond
-
-// attempt is the outcome of one establish.
-type attempt struct {
-	addr   string
-	l      *link
-	leader string // the leader a refusing member named
-	err    error
-}
-
-// connect tries the redirect hint and then every endpoint, each attempt
-// starting when the previous one failed or after attemptStagger, until one
-// sets up a link. A refusal that names the leader sends the next attempt
-// there (at most MaxRedirects in a row). When every candidate has been
-// tried it waits a jittered exponential backoff and starts over with the
-// candidates not still in flight. It returns nil when the client is
-// closed.
-func (c *Client) connect() *link {
-	ctx, cancel := context.WithCancel(c.ctx)
-	results := make(chan attempt)
-	inflight := map[string]bool{}
-	var wg sync.WaitGroup
-	defer func() {
-		// Stop the attempts still running; one that won a link after
-		// the winner closes it.
-		cancel()
-		go func() {
-			wg.Wait()
-			close(results)
-		}()
-		for r := range results {
-			if r.l != nil {
-				r.l.conn.CloseWithError(session.ConnClosed, "")
-			}
-		}
-	}()
-	launch := func(addr string) {
-		inflight[addr] = true
-		wg.Go(func() {
-			l, leader, err := c.establish(ctx, addr)
-			results <- attempt{addr, l, leader, err}
-		})
-	}
-
-	start := rand.IntN(len(c.cfg.Endpoints))
-	round, hops := 0, 0
-	var queue []string
-	refill := func() {
-		c.mu.Lock()
-		hint := c.hint
-		c.hint = ""
-		c.mu.Unlock()
-		queue = queue[:0]
-		if hint != "" && !inflight[hint] {
-			queue = append(queue, hint)
-		}
-		for i := range c.cfg.Endpoints {
-			if e := c.cfg.Endpoints[(start+i)%len(c.cfg.Endpoints)]; !inflight[e] {
-				queue = appendNew(queue, e)
-			}
-		}
-	}
-	refill()
-	stagger := time.NewTimer(0)
-	defer stagger.Stop()
-	var pause <-chan time.Time // set while waiting to start the next round
-	for {
-		if len(queue) > 0 && len(inflight) == 0 {
-			// Nothing running: start the next candidate now.
-			stagger.Reset(0)
-		}
-		if len(queue) == 0 && pause == nil {
-			pause = time.After(c.backoff(round))
-			round++
-		}
-		select {
-		case <-stagger.C:
-			if len(queue) > 0 {
-				addr := queue[0]
-				queue = queue[1:]
-				launch(addr)
-				stagger.Reset(attemptStagger)
-			}
-		case <-pause:
-			pause = nil
-			hops = 0
-			refill()
-		case r := <-results:
-			delete(inflight, r.addr)
-			if r.err == nil {
-				c.setLastErr(nil)
-				c.log.Debug("latch: connected", "addr", r.addr, "member", r.l.server)
-				return r.l
-			}
-			if c.ctx.Err() != nil {
-				return nil
-			}
-			c.setLastErr(fmt.Errorf("%s: %w", r.addr, r.err))
-			c.log.Debug("latch: connection attempt failed", "addr", r.addr, "err", r.err)
-			if r.leader != "" && r.leader != r.addr && !inflight[r.leader] && hops < c.cfg.MaxRedirects {
-				hops++
-				queue = append([]string{r.leader}, remove(queue, r.leader)...)
-				pause = nil
-			}
-		case <-c.ctx.Done():
-			return nil
-		}
-	}
-}
-
 // backoff is MinBackoff·2^n capped at MaxBackoff, with "equal jitter": a
 // random point in its upper half, so clients that lost the same leader do
 // not reconnect in lockstep, yet none waits much less than the schedule.
@@ -194,16 +80,6 @@ func appendNew(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
-}
-
-func remove(list []string, s string) []string {
-	out := list[:0:0]
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // establish dials addr, says Hello and resumes every live session. When
@@ -327,6 +203,7 @@ func (c *Client) publish(l *link) bool {
 		return false
 	}
 	c.cur = l
+	c.linked, c.fatal = true, nil
 	close(c.ready)
 	now := time.Now()
 	for _, s := range c.sessions {
@@ -380,13 +257,16 @@ func (c *Client) waitLink(ctx context.Context, s *Session) (*link, error) {
 	}
 	for {
 		c.mu.Lock()
-		l, ready := c.cur, c.ready
+		l, ready, fatal := c.cur, c.ready, c.fatal
 		c.mu.Unlock()
 		if c.ctx.Err() != nil {
 			return nil, ErrClosed
 		}
 		if l != nil {
 			return l, nil
+		}
+		if fatal != nil {
+			return nil, fatal
 		}
 		select {
 		case <-ready:

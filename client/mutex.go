@@ -376,7 +376,7 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 		Type: session.MsgLock, Path: h.path, Mode: h.mode, Try: a.try,
 		HoldTTLMillis: h.o.holdTTL.Milliseconds(), LockDelayMillis: h.o.delayMillis(), Data: h.o.data,
 	}
-	hops, idle := 0, 0
+	hops, idle := redirects{}, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			a.abandon(nil)
@@ -411,7 +411,7 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 			return nil, err // the grant was refused (and released) or the client closed
 		}
 		var done bool
-		if done, err = a.failed(ctx, l, &req, err, &hops, &idle); done {
+		if done, err = a.failed(ctx, l, &req, err, hops, &idle); done {
 			return nil, err
 		}
 	}
@@ -467,7 +467,7 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 
 // failed decides what a failed attempt means: done with the error to
 // return, or retry.
-func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request, err error, hops, idle *int) (bool, error) {
+func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request, err error, hops redirects, idle *int) (bool, error) {
 	h, c := a.h, a.h.c
 	if ctx.Err() != nil {
 		a.abandon(l)

@@ -38,7 +38,7 @@ func (c *Client) do(ctx context.Context, s *Session, req *session.Request) (*ses
 
 // send is do, also returning the link that answered.
 func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*session.Response, *link, error) {
-	hops, idle := 0, 0
+	hops, idle := redirects{}, 0
 	for {
 		l, err := c.ready4(ctx, s, req)
 		if err != nil {
@@ -75,7 +75,7 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 		if err == nil {
 			return resp, l, nil
 		}
-		if retry, err := c.onError(ctx, l, s, req, err, &hops, &idle); !retry {
+		if retry, err := c.onError(ctx, l, s, req, err, hops, &idle); !retry {
 			return resp, l, err
 		}
 	}
@@ -121,21 +121,40 @@ func retryElsewhere(err error) bool {
 	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, namespace.ErrClosed)
 }
 
+// redirects counts, per leader named, the "not the leader" answers one
+// call followed: MaxRedirects bounds a redirect loop, not the leader
+// changes a long call lives through.
+type redirects map[string]int
+
+// noLeaderDrop is how many "no leader" answers in a row a call takes on
+// one link before it drops the link and lets connect ask every member: a
+// member cut off from the others never learns the new leader.
+const noLeaderDrop = 3
+
 // onError decides what a failed answer means: retry (after dropping the
-// link or pausing) or give up with the error to return.
-func (c *Client) onError(ctx context.Context, l *link, s *Session, req *session.Request, err error, hops, idle *int) (bool, error) {
+// link or pausing) or give up with the error to return. A "not the
+// leader" naming a leader sends the call there; the link's member then
+// no longer leads, and connect probes the named leader before dialing it,
+// so one that is dead or stopped counts as "no leader yet". Without a
+// leader named the call pauses (an election runs) and, after a few such
+// answers, looks elsewhere; either way it ends only with ctx.
+func (c *Client) onError(ctx context.Context, l *link, s *Session, req *session.Request, err error, hops redirects, idle *int) (bool, error) {
 	switch {
 	case errors.Is(err, ErrNotLeader) && leaderOf(err) != "":
-		if *hops >= c.cfg.MaxRedirects {
+		leader := leaderOf(err)
+		if hops[leader] >= c.cfg.MaxRedirects {
 			return false, err
 		}
-		*hops++
-		c.drop(l, leaderOf(err), err)
+		hops[leader]++
+		c.drop(l, leader, err)
 		return true, nil
 	case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader):
 		// An election is running: the member will know the leader soon.
 		*idle++
-		return c.sleep(ctx, *idle), c.gaveUp(ctx, err)
+		if *idle%noLeaderDrop == 0 {
+			c.drop(l, "", err)
+		}
+		return c.sleep(ctx, min(*idle, 2)), c.gaveUp(ctx, err)
 	case errors.Is(err, namespace.ErrClosed):
 		// The member is shutting down: go elsewhere.
 		c.drop(l, "", err)
@@ -183,7 +202,7 @@ func (c *Client) sleep(ctx context.Context, n int) bool {
 // the redirect and reconnect handling of do, and returns the reader with
 // its first frame, which the server sends to acknowledge the request.
 func (c *Client) stream(ctx context.Context, s *Session, req *session.Request) (*session.StreamReader, *session.Response, *link, error) {
-	hops, idle := 0, 0
+	hops, idle := redirects{}, 0
 	for {
 		l, err := c.ready4(ctx, s, req)
 		if err != nil {
@@ -218,7 +237,7 @@ func (c *Client) stream(ctx context.Context, s *Session, req *session.Request) (
 			}
 			continue
 		}
-		if retry, err := c.onError(ctx, l, s, req, err, &hops, &idle); !retry {
+		if retry, err := c.onError(ctx, l, s, req, err, hops, &idle); !retry {
 			return nil, nil, nil, err
 		}
 	}

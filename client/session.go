@@ -40,6 +40,7 @@ type Session struct {
 
 	mu       sync.Mutex
 	ending   bool      // Close or Orphan began: no more keepalives
+	orphaned bool      // Orphan: held locks stay with the session on the server
 	closeErr error     // set by Close and Orphan; wins over the tracker's error
 	nextSend time.Time // when the next keepalive is due
 	inflight bool      // a keepalive is on its way
@@ -161,14 +162,22 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // Orphan stops the session's keepalives and forgets it locally, leaving
-// the server to expire it after its TTL (its ephemeral nodes live until
-// then). Use it when the connection's state is unknown or another process
+// the server to expire it after its TTL: its ephemeral nodes and the
+// locks it holds live until then (lock-delay then applies, as after a
+// crash), although the Mutexes here report Lost at once. Use it when the connection's state is unknown or another process
 // takes over the session's nodes.
 func (s *Session) Orphan() {
 	s.mu.Lock()
-	s.ending = true
+	s.ending, s.orphaned = true, true
 	s.mu.Unlock()
 	s.finish(ErrSessionClosed)
+}
+
+// isOrphaned reports whether Orphan ended s.
+func (s *Session) isOrphaned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orphaned
 }
 
 // usable returns the error a request acting for s fails with, or nil.

@@ -403,13 +403,14 @@ func (l *lockService) withdraw(node string, sessionID uint64) {
 
 // clientReset reports whether the client reset str while its connection
 // lives: it gave up on the request. A stream that ended with its
-// connection is not a decision of the client.
+// connection is not a decision of the client, nor is one the client
+// detached (StreamDetached: it orphaned the session).
 func clientReset(c *clientConn, str *quic.Stream) bool {
 	if c.conn.Context().Err() != nil {
 		return false
 	}
 	var se *quic.StreamError
-	return errors.As(context.Cause(str.Context()), &se) && se.Remote
+	return errors.As(context.Cause(str.Context()), &se) && se.Remote && se.ErrorCode != session.StreamDetached
 }
 
 func checkLockMode(m session.LockMode) error {

@@ -93,6 +93,7 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.IntVar(&fc.Waiters, "waiters", bench.DefaultFailoverWaiters, "failover: clients queued behind the holder")
 			signal := fs.String("signal", "kill", "failover: kill (SIGKILL) or stop (SIGSTOP) the leader")
 			fs.StringVar(&fc.LatchdBin, "latchd-bin", "", "failover: latchd binary (default: go build ./cmd/latchd)")
+			fs.StringVar(&fc.Dir, "dir", "", "failover: directory for the members' data and logs, kept afterwards (default: a temporary one, removed)")
 			verbose := fs.Bool("v", false, "log progress to stderr")
 			cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the client side) to `FILE`")
 			return func(ctx context.Context, e *env, args []string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,6 +137,19 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.Dir != "" {
+		// A kept directory also gets the clients' debug log.
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, err
+		}
+		f, err := os.Create(filepath.Join(cfg.Dir, "clients.log"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "latch-bench-failover-")
 		if err != nil {
@@ -171,7 +185,8 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	}
 	for range cfg.Waiters + 1 {
 		dctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
-		c, err := client.Dial(dctx, client.Config{Endpoints: eps, TLS: tlsConf, ClientName: "latch-bench-failover"})
+		c, err := client.Dial(dctx, client.Config{Endpoints: eps, TLS: tlsConf, ClientName: "latch-bench-failover",
+			Logger: logger.With("client", len(r.clients))})
 		cancel()
 		if err != nil {
 			return nil, err

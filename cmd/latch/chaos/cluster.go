@@ -21,8 +21,10 @@ import (
 )
 
 // electionTimeout is the raft election timeout of every member: proc
-// runs latchd with its default timing, the one users get.
-var electionTimeout = server.DefaultConfig().ElectionTimeout
+// runs latchd with its default timing, the one users get
+// (server.DefaultConfig; TestElectionTimeoutIsLatchdDefault keeps them
+// equal without linking the server into latch).
+const electionTimeout = 100 * time.Millisecond
 
 // recoverTimeout bounds how long the cluster may take to elect a ready
 // leader again after a fault healed.

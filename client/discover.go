@@ -1,0 +1,327 @@
+package client
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/session"
+)
+
+// Finding the leader. Before it makes a connection the client asks every
+// endpoint at once who leads (session.Probe: one datagram each way, no
+// handshake), then completes a QUIC+TLS handshake with the leader only.
+// While members answer but know no leader (an election runs), it asks
+// again every electionPoll; the first answer naming the new leader sends
+// it there. Endpoints that do not answer the probe at all are dialed as
+// before, one after another (attemptStagger), so a cluster that does not
+// speak the probe still works.
+const (
+	// attemptStagger is how long a connection attempt runs alone before
+	// the next candidate is tried alongside it (as in Happy Eyeballs, RFC
+	// 8305).
+	attemptStagger = 250 * time.Millisecond
+	// probeWait bounds one round of probes; probeResend is how often an
+	// unanswered probe is sent again (lost datagrams).
+	probeWait   = 100 * time.Millisecond
+	probeResend = 30 * time.Millisecond
+	// electionPoll is the pause between probe rounds while members answer
+	// that they know no leader.
+	electionPoll = 20 * time.Millisecond
+	// refusedLimit is how long every endpoint must refuse (nothing
+	// listening) before a client that never connected gives up with
+	// ErrNotListening.
+	refusedLimit = time.Second
+)
+
+// attempt is the outcome of one establish.
+type attempt struct {
+	addr   string
+	l      *link
+	leader string // the leader a refusing member named
+	err    error
+}
+
+// connect finds the leader and sets up a link to it, until it does or the
+// client closes (nil). Redirects are followed at most MaxRedirects times
+// per leader named, so a redirect loop ends while a leader change does
+// not; between rounds it waits electionPoll while an election runs, else
+// a jittered exponential backoff.
+func (c *Client) connect() *link {
+	redirects := map[string]int{}
+	var refusedSince time.Time
+	round := 0
+	for {
+		sv := c.survey()
+		if c.ctx.Err() != nil {
+			return nil
+		}
+		if sv.allRefused {
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			if time.Since(refusedSince) >= refusedLimit && !c.hadLink() {
+				c.setFatal(fmt.Errorf("%w on %s (refused for %v): is latchd running there?",
+					ErrNotListening, strings.Join(sv.tried, ", "), refusedLimit))
+			}
+		} else {
+			refusedSince = time.Time{}
+		}
+		if len(sv.cands) > 0 {
+			r := c.race(sv.cands)
+			if r.l != nil {
+				c.setLastErr(nil)
+				c.log.Debug("latch: connected", "addr", r.addr, "member", r.l.server)
+				return r.l
+			}
+			if c.ctx.Err() != nil {
+				return nil
+			}
+			c.setLastErr(r.err)
+			c.log.Debug("latch: connection attempts failed", "err", r.err)
+			if fatal := unfixable(r.err); fatal != nil {
+				c.setFatal(fatal)
+			}
+			if r.leader != "" && redirects[r.leader] < c.cfg.MaxRedirects {
+				redirects[r.leader]++
+				c.setHint(r.leader)
+				continue
+			}
+		} else if sv.electing {
+			c.setLastErr(fmt.Errorf("%w: an election is running (asked %s)", ErrNoLeader, strings.Join(sv.tried, ", ")))
+		}
+		pause := c.backoff(round)
+		round++
+		if sv.electing {
+			pause, round = electionPoll, 0
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		}
+	}
+}
+
+// survey is what one round of probes found.
+type survey struct {
+	tried      []string // every address asked, the hint first
+	cands      []string // addresses to dial, best first
+	electing   bool     // a member answered that it knows no leader yet
+	allRefused bool     // nothing listens on any address
+}
+
+// survey probes the hint and every endpoint at once and orders the
+// candidates: members that say they are the ready leader, then leaders
+// named by others that were not asked themselves. A named leader that did
+// not answer as leader (stopped, dead, not ready yet) counts as "no leader
+// yet". When no member answered at all, every silent endpoint is a
+// candidate, starting at a random one.
+func (c *Client) survey() survey {
+	hint := c.takeHint()
+	var sv survey
+	if hint != "" {
+		sv.tried = append(sv.tried, hint)
+	}
+	for _, e := range c.cfg.Endpoints {
+		sv.tried = appendNew(sv.tried, e)
+	}
+	type answer struct {
+		addr string
+		a    session.ProbeAnswer
+		err  error
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, probeWait)
+	defer cancel()
+	ch := make(chan answer, len(sv.tried))
+	for _, addr := range sv.tried {
+		go func() {
+			a, err := session.Probe(ctx, addr, probeResend)
+			ch <- answer{addr, a, err}
+		}()
+	}
+	got := make(map[string]answer, len(sv.tried))
+	for range sv.tried {
+		r := <-ch
+		got[r.addr] = r
+		if r.err == nil && r.a.IsLeader {
+			cancel() // the others answer at once now
+		}
+	}
+	var named, silent []string
+	refused, answered := 0, false
+	for _, addr := range sv.tried {
+		r := got[addr]
+		switch {
+		case r.err == nil:
+			answered = true
+			switch {
+			case r.a.IsLeader:
+				sv.cands = appendNew(sv.cands, addr)
+			case r.a.Leader != "":
+				named = appendNew(named, r.a.Leader)
+			default:
+				sv.electing = true
+			}
+		case errors.Is(r.err, session.ErrRefused):
+			refused++
+		default:
+			silent = append(silent, addr)
+		}
+	}
+	sv.allRefused = refused == len(sv.tried)
+	for _, n := range named {
+		switch r, asked := got[n]; {
+		case !asked:
+			sv.cands = appendNew(sv.cands, n)
+		case r.err != nil || !r.a.IsLeader:
+			sv.electing = true
+		}
+	}
+	if !answered && len(silent) > 0 {
+		start := rand.IntN(len(silent))
+		if hint != "" && silent[0] == hint {
+			start = 0
+		}
+		for i := range silent {
+			sv.cands = append(sv.cands, silent[(start+i)%len(silent)])
+		}
+	}
+	return sv
+}
+
+// race dials cands, each attempt starting when the previous one failed or
+// after attemptStagger, and returns the first link set up; else the last
+// failure, with the leader a refusing member named.
+func (c *Client) race(cands []string) attempt {
+	ctx, cancel := context.WithCancel(c.ctx)
+	results := make(chan attempt, len(cands))
+	next, running := 0, 0
+	launch := func() {
+		addr := cands[next]
+		next++
+		running++
+		go func() {
+			l, leader, err := c.establish(ctx, addr)
+			results <- attempt{addr: addr, l: l, leader: leader, err: err}
+		}()
+	}
+	finish := func(win attempt) attempt {
+		// Stop the attempts still running; one that set up a link after
+		// the winner closes it.
+		cancel()
+		for ; running > 0; running-- {
+			if r := <-results; r.l != nil {
+				r.l.conn.CloseWithError(session.ConnClosed, "")
+			}
+		}
+		return win
+	}
+	launch()
+	stagger := time.NewTimer(attemptStagger)
+	defer stagger.Stop()
+	var out attempt
+	for {
+		select {
+		case <-stagger.C:
+			if next < len(cands) {
+				launch()
+				stagger.Reset(attemptStagger)
+			}
+		case r := <-results:
+			running--
+			if r.err == nil {
+				return finish(r)
+			}
+			out.err = fmt.Errorf("%s: %w", r.addr, r.err)
+			if out.leader == "" && r.leader != r.addr {
+				out.leader = r.leader
+			}
+			if next < len(cands) {
+				launch()
+				stagger.Reset(attemptStagger)
+			} else if running == 0 {
+				return finish(out)
+			}
+		case <-c.ctx.Done():
+			return finish(attempt{err: ErrClosed})
+		}
+	}
+}
+
+// unfixable returns the error to fail waiting calls with when err is one
+// no retry can fix (the server's certificate is not trusted, the server
+// wants a client certificate or refused ours, another protocol version),
+// else nil.
+func unfixable(err error) error {
+	var (
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		te *quic.TransportError
+	)
+	switch {
+	case errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci):
+		return fmt.Errorf("%w: %w", ErrUntrusted, err)
+	case errors.As(err, &te) && te.Remote && (te.ErrorCode == alertCode(alertCertificateRequired) ||
+		te.ErrorCode == alertCode(alertBadCertificate) || te.ErrorCode == alertCode(alertUnknownCA)):
+		return fmt.Errorf("%w: %w", ErrCertRequired, err)
+	case errors.Is(err, ErrVersion):
+		return err
+	}
+	return nil
+}
+
+// TLS alerts a server sends when it does not accept the client's
+// certificate (RFC 8446 6.2); QUIC carries them as CRYPTO_ERROR 0x100+alert.
+const (
+	alertBadCertificate      = 42
+	alertUnknownCA           = 48
+	alertCertificateRequired = 116
+)
+
+func alertCode(alert uint8) quic.TransportErrorCode {
+	return quic.TransportErrorCode(0x100 + uint64(alert))
+}
+
+func (c *Client) takeHint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.hint
+	c.hint = ""
+	return h
+}
+
+func (c *Client) setHint(addr string) {
+	c.mu.Lock()
+	c.hint = addr
+	c.mu.Unlock()
+}
+
+// hadLink reports whether the client was ever connected.
+func (c *Client) hadLink() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.linked
+}
+
+// setFatal records why calls waiting for a link cannot succeed (nil: they
+// may) and wakes them, so they fail now instead of at their deadline.
+func (c *Client) setFatal(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.fatal
+	c.fatal = err
+	if err != nil && was == nil && c.cur == nil {
+		close(c.ready)
+		c.ready = make(chan struct{})
+	}
+}
