@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -140,10 +141,34 @@ func (e *env) client(ctx context.Context) (*client.Client, error) {
 	}
 	c, err := client.Dial(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, e.g.hint(err)
 	}
 	e.c = c
 	return c, nil
+}
+
+// hint adds what to do to an error no retry fixes: which CA file was
+// trusted and the flag to change it, or the flags of a client
+// certificate.
+func (g *globals) hint(err error) error {
+	switch {
+	case errors.Is(err, client.ErrUntrusted):
+		ca := g.ca
+		if ca == "" {
+			ca = filepath.Join(client.DevTLSDir, "ca.pem")
+			if _, serr := os.Stat(ca); serr != nil {
+				return fmt.Errorf("%w; hint: no --ca given and no %s here, so only the system's CAs were trusted: pass --ca FILE, the CA that signed the servers' certificates", err, ca)
+			}
+			ca += " (the dev CA found in this directory)"
+		}
+		return fmt.Errorf("%w; hint: the CA trusted was %s, which did not sign this server's certificate: pass --ca FILE with the CA that did", err, ca)
+	case errors.Is(err, client.ErrCertRequired):
+		if g.cert == "" {
+			return fmt.Errorf("%w; hint: the server wants a client certificate: pass --cert FILE and --key FILE", err)
+		}
+		return fmt.Errorf("%w; hint: the server did not accept --cert %s: use one signed by the CA it trusts (its --tls-client-ca)", err, g.cert)
+	}
+	return err
 }
 
 func (e *env) close() {

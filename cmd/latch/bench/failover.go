@@ -467,9 +467,23 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 	<-reconnected
 	rd.NewLeader = newLeader
 	rd.FirstGrant, rd.AllGranted = Millis(first.Sub(t0)), Millis(last.Sub(t0))
+	// No session ended: not as the clients see it, nor on the new leader.
+	sctx, scancel := opCtx()
+	list, err := r.clients[0].Sessions(sctx)
+	scancel()
+	if err != nil {
+		return rd, fmt.Errorf("sessions: %w", err)
+	}
+	live := map[uint64]bool{}
+	for _, si := range list {
+		live[si.ID] = true
+	}
 	for i, c := range r.clients {
 		if err := c.Session().Err(); err != nil {
 			return rd, fmt.Errorf("client %d session: %w", i, err)
+		}
+		if !live[c.Session().ID()] {
+			return rd, fmt.Errorf("client %d session %d is gone on the new leader", i, c.Session().ID())
 		}
 	}
 	return rd, nil
