@@ -18,27 +18,36 @@
 //
 // # Connection and failover
 //
-// A Client keeps one QUIC connection, to the leader. A member that is not
-// the leader answers ErrNotLeader naming the leader; the client follows
-// (at most MaxRedirects hops in a row). When the connection breaks it
-// tries the endpoints again, says Hello, resumes every live session
-// (ResumeSession with the session's secret, 64 at a time), renews them at
-// once, and re-opens every watch from the last revision it delivered.
-// Requests issued meanwhile wait for the new connection, bounded by their
-// context, and then complete; requests of a session that expired
-// meanwhile fail with ErrSessionExpired.
+// A Client keeps one QUIC connection, to the leader. To find it, the
+// client first asks every endpoint at once with one datagram
+// (session.Probe: no handshake) and completes the QUIC+TLS handshake with
+// the member that answers it is the ready leader, then says Hello,
+// resumes every live session (ResumeSession with the session's secret,
+// 64 at a time), renews them at once, and re-opens every watch from the
+// last revision it delivered. While members answer that they know no
+// leader (an election runs) it asks again every 20ms. Endpoints that do
+// not answer the probe at all (a firewall, an older server) are dialed
+// one after another, each attempt starting when the previous one failed
+// or after 250ms (Happy Eyeballs, RFC 8305). Requests issued meanwhile
+// wait for the new connection, bounded by their context, and then
+// complete; requests of a session that expired meanwhile fail with
+// ErrSessionExpired.
 //
-// Connection attempts are staggered, as in Happy Eyeballs (RFC 8305): the
-// next candidate starts when the previous attempt failed or after 250ms,
-// several may run at once, and the first to set up a link wins. A member
-// that does not answer at all (stopped, partitioned: QUIC hears no
-// refusal) so costs 250ms rather than DialTimeout. When every candidate
-// failed, the next round waits a jittered exponential backoff (MinBackoff
-// doubling to MaxBackoff, "equal jitter").
+// A dead or silent leader is noticed within FailureTimeout (300ms): QUIC
+// pings the member after a quarter of it without hearing anything and
+// closes the connection when the rest passes without an answer. A member
+// that answers ErrNotLeader naming the leader sends the call there, at
+// most MaxRedirects times per leader named (a redirect loop), however
+// many leader changes the call lives through; one that knows no leader
+// makes the call pause and, after a few such answers, look elsewhere.
+// Neither fails a call before its context ends.
 //
-// A dead leader is noticed by the connection closing, by the QUIC idle
-// timeout (half the session TTL, 1s to 30s), or by a keepalive left
-// unanswered for TTL/3, whichever comes first; then the client reconnects.
+// Errors no retry can fix fail waiting calls at once instead of at their
+// deadline: ErrUntrusted (the member's certificate is not signed by a
+// trusted CA), ErrCertRequired (the member wants a client certificate it
+// trusts), ErrVersion, and, for a client that never connected,
+// ErrNotListening (every endpoint refused for a second: nothing listens
+// there).
 //
 // Reads, Sync and session requests are retried after a broken connection;
 // writes (Create, Set, Delete, Multi) are not, because the first attempt
@@ -66,7 +75,9 @@
 //
 // Session.Close ends the session on the server (ephemerals vanish now);
 // Session.Orphan only stops the keepalives and leaves the server to expire
-// it after its TTL. Client.Close closes every session it still keeps
+// it after its TTL; its ephemerals and held locks stay until then (the
+// lock streams are detached, not reset, so the server does not take a
+// reset for a release). Client.Close closes every session it still keeps
 // alive, like ZooKeeper's close: a process that exits cleanly releases its
 // locks at once; Orphan sessions first to leave them to expire instead.
 //
@@ -114,7 +125,8 @@
 //   - With no TLS config the client trusts the development CA that
 //     `latchd --dev` writes to ./latch-data/tls, so the CLI works next to a
 //     dev server without flags; without that directory, the system roots.
-//   - The QUIC idle timeout is half the session TTL (between 1s and 30s),
-//     so a leader that went silent is abandoned while the sessions still
-//     live on its successor.
+//   - Silence is detected by QUIC itself (keep-alive pings, idle
+//     timeout), not by extra requests: an idle connection costs about four
+//     pings and their acks per FailureTimeout, with no stream, goroutine or
+//     decoding on the server.
 package client

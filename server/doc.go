@@ -89,6 +89,65 @@
 //     and events reach the observers, and its proposer gets the decode
 //     error.
 //
+// # Failover timing
+//
+// The defaults (DefaultConfig; latchd's flags) are for a LAN: heartbeat
+// and election timeouts 100ms, leader lease 50ms, commit timeout 20ms,
+// pre-vote on (hashicorp/raft's default; latch never turns it off). The
+// chain a client feels when the leader dies, with its budget:
+//
+//  1. Members notice (100-300ms): the leader heartbeats every 10-20ms; a
+//     follower checks at random 100-200ms intervals and starts a pre-vote
+//     once it heard nothing for 100ms. Voters refuse while they still hear
+//     from a leader, so the election completes once a majority of the
+//     others timed out (with 3 members the second follower, with 5 the
+//     third of four).
+//  2. Elect (a few ms): pre-vote and vote round trips, the vote fsynced;
+//     then the leader commits its barrier (one fsync round), loads the
+//     lease table and is ready. A follower names a leader (NotLeaderError,
+//     probe answers) only while it heard from it within half a heartbeat
+//     timeout, so clients are told "no leader yet", never the dead one.
+//  3. Clients notice (225-300ms, in parallel with 1-2): their QUIC
+//     connection pings after a quarter of client.Config.FailureTimeout
+//     (300ms) of silence and closes after the rest (package client).
+//  4. Clients reconnect (a few ms): they probe every member at once with
+//     one datagram (probe.go, session.Probe), dial only the member that
+//     answers it is the ready leader, say Hello and resume their sessions;
+//     while members answer "no leader yet" they probe again every 20ms.
+//  5. First grant (one commit): the holder's release, retried on the new
+//     connection (a release is idempotent by request node), commits and
+//     the grant goes to the next waiter, which re-attached to its request.
+//
+// Total: max(1-2, 3) + 4 + 5, about 0.25-0.45s; `latch bench failover`
+// measures it (README, Failover).
+//
+// Safety with the faster timing:
+//
+//   - Session leases do not depend on raft timing. A new leader gives
+//     every session a fresh full TTL from when it loads the table
+//     (expiry.go), so a session never expires earlier than TTL after its
+//     last acknowledged keepalive, whatever the number of elections.
+//     Elections under load cost clients a reconnection, never a session.
+//   - Keepalives are answered by the leader without a quorum check, so a
+//     deposed leader must stop answering before a successor can serve:
+//     LeaderLeaseTimeout (50ms) is at most half of HeartbeatTimeout
+//     (100ms). The old leader steps down when it has not heard from a
+//     quorum for the lease, while a successor needs a majority of voters
+//     that heard nothing from it for a full heartbeat timeout; so an ack
+//     from the old leader is for a keepalive sent before the new term, and
+//     the client's LeaseEnd (send time + TTL) is within the new leader's
+//     deadline. A paused leader (SIGSTOP) may answer one keepalive that
+//     waited in its socket before raft's lease check runs on resume; the
+//     client counts that lease from when it sent it, so the overlap is at
+//     most the part of the pause after the new leader loaded, far below
+//     the lock-delay that separates an expired holder from the next one.
+//   - Lock-delay and hold TTLs are stamped by the leader into the log and
+//     decided in Apply; the timing above does not change them.
+//   - A starved follower that times out does not depose a healthy leader:
+//     its pre-vote is refused by the members that still hear from the
+//     leader. A starved leader steps down after 50ms without a quorum;
+//     that costs an election, not safety.
+//
 // # Testing
 //
 // Package servertest starts in-process clusters (real badger, real raft

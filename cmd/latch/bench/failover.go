@@ -436,29 +436,34 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 		}
 	}()
 
-	var first, last time.Time
-	var prevToken = token0
-	for w := 1; w <= r.cfg.Waiters; w++ {
-		var g grant
+	// Grants arrive here after each waiter's Unlock, in any order; FIFO
+	// means the tokens increase in queue order.
+	got := make([]grant, r.cfg.Waiters+1)
+	for range r.cfg.Waiters {
 		select {
-		case g = <-grants:
+		case g := <-grants:
+			if g.err != nil {
+				return rd, fmt.Errorf("waiter %d: %w", g.waiter, g.err)
+			}
+			got[g.waiter] = g
 		case <-time.After(3 * r.cfg.OpTimeout):
-			return rd, fmt.Errorf("waiter %d not granted", w)
+			return rd, errors.New("waiters not all granted")
 		}
-		if g.err != nil {
-			return rd, fmt.Errorf("waiter %d: %w", g.waiter, g.err)
-		}
-		if g.waiter != w {
-			return rd, fmt.Errorf("waiter %d granted %d-th: not FIFO", g.waiter, w)
-		}
+	}
+	var first, last time.Time
+	prevToken := token0
+	for w := 1; w <= r.cfg.Waiters; w++ {
+		g := got[w]
 		if g.token <= prevToken {
-			return rd, fmt.Errorf("waiter %d token %d not above %d", g.waiter, g.token, prevToken)
+			return rd, fmt.Errorf("waiter %d (queued %d-th) has token %d, not above %d: not granted in FIFO order", w, w, g.token, prevToken)
 		}
 		prevToken = g.token
-		if first.IsZero() {
+		if first.IsZero() || g.at.Before(first) {
 			first = g.at
 		}
-		last = g.at
+		if g.at.After(last) {
+			last = g.at
+		}
 	}
 	if err := <-unlocked; err != nil {
 		return rd, fmt.Errorf("holder unlock: %w", err)
