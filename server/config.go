@@ -88,7 +88,7 @@ type Config struct {
 	// LeaderLeaseTimeout is how long a leader keeps leading without
 	// hearing from a quorum; then it steps down. At most HeartbeatTimeout,
 	// so a deposed leader stops answering keepalives before a successor
-	// can be elected. Default 50ms.
+	// can serve (doc.go, "Failover timing"). Default 100ms.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long a follower may wait to learn of a commit
 	// when no new entries flow. Default 20ms.
@@ -193,7 +193,7 @@ func DefaultConfig() Config {
 		Limits:             namespace.DefaultLimits(),
 		HeartbeatTimeout:   100 * time.Millisecond,
 		ElectionTimeout:    100 * time.Millisecond,
-		LeaderLeaseTimeout: 50 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond,
 		CommitTimeout:      20 * time.Millisecond,
 		MaxAppendEntries:   256,
 		SnapshotThreshold:  8192,

@@ -92,7 +92,7 @@
 // # Failover timing
 //
 // The defaults (DefaultConfig; latchd's flags) are for a LAN: heartbeat
-// and election timeouts 100ms, leader lease 50ms, commit timeout 20ms,
+// and election timeouts 100ms, leader lease 100ms, commit timeout 20ms,
 // pre-vote on (hashicorp/raft's default; latch never turns it off). The
 // chain a client feels when the leader dies, with its budget:
 //
@@ -130,22 +130,29 @@
 //     Elections under load cost clients a reconnection, never a session.
 //   - Keepalives are answered by the leader without a quorum check, so a
 //     deposed leader must stop answering before a successor can serve:
-//     LeaderLeaseTimeout (50ms) is at most half of HeartbeatTimeout
-//     (100ms). The old leader steps down when it has not heard from a
-//     quorum for the lease, while a successor needs a majority of voters
-//     that heard nothing from it for a full heartbeat timeout; so an ack
-//     from the old leader is for a keepalive sent before the new term, and
-//     the client's LeaseEnd (send time + TTL) is within the new leader's
-//     deadline. A paused leader (SIGSTOP) may answer one keepalive that
-//     waited in its socket before raft's lease check runs on resume; the
-//     client counts that lease from when it sent it, so the overlap is at
-//     most the part of the pause after the new leader loaded, far below
-//     the lock-delay that separates an expired holder from the next one.
+//     LeaderLeaseTimeout is at most HeartbeatTimeout (equal by default).
+//     The old leader steps down once no quorum answered it for the lease,
+//     timed from when answers arrived. A successor needs a majority of
+//     voters that heard nothing from the old leader for a full heartbeat
+//     timeout, timed from when its requests arrived (earlier), and then
+//     still runs a pre-vote and a vote round, fsyncs its vote, commits a
+//     barrier and loads the lease table before it answers a keepalive.
+//     So the old leader stops acknowledging before the successor starts
+//     (by those rounds), an ack from it is for a keepalive sent before
+//     the new term, and the client's LeaseEnd (send time + TTL) is within
+//     the new leader's deadline. A paused leader (SIGSTOP) may answer a
+//     keepalive that waited in its socket before raft's lease check runs
+//     on resume; the client counts that lease from when it sent it, so
+//     the overlap is at most the part of the pause after the new leader
+//     loaded, and the lock-delay that separates an expired holder from
+//     the next one is far longer. (50ms, half the heartbeat timeout, made
+//     leaders on a loaded 2-core machine step down after 70-90ms stalls,
+//     each stall an election.)
 //   - Lock-delay and hold TTLs are stamped by the leader into the log and
 //     decided in Apply; the timing above does not change them.
 //   - A starved follower that times out does not depose a healthy leader:
 //     its pre-vote is refused by the members that still hear from the
-//     leader. A starved leader steps down after 50ms without a quorum;
+//     leader. A starved leader steps down after 100ms without a quorum;
 //     that costs an election, not safety.
 //
 // # Testing

@@ -84,7 +84,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.dev, "dev", false, "run a single-member cluster on loopback with data in ./"+DevDataDir)
 	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", def.HeartbeatTimeout, "raft heartbeat timeout: a follower that hears nothing from the leader for this long (1-3x) starts an election")
 	fs.DurationVar(&o.electionTimeout, "election-timeout", def.ElectionTimeout, "raft election timeout: how long a candidate waits for votes (at least --heartbeat-timeout)")
-	fs.DurationVar(&o.leaderLease, "leader-lease-timeout", 0, "how long a leader leads without hearing from a quorum (at most --heartbeat-timeout; default half of it, "+def.LeaderLeaseTimeout.String()+" by default)")
+	fs.DurationVar(&o.leaderLease, "leader-lease-timeout", 0, "how long a leader leads without hearing from a quorum (at most --heartbeat-timeout; default: equal to it)")
 	fs.DurationVar(&o.commitTimeout, "commit-timeout", def.CommitTimeout, "how long an idle leader waits before telling followers of a commit")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "new log entries that trigger a snapshot")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often to check --snapshot-threshold")
@@ -251,7 +251,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = o.heartbeatTimeout, o.electionTimeout
 	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = o.leaderLease, o.commitTimeout
 	if o.leaderLease == 0 {
-		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection

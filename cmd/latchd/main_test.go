@@ -121,7 +121,7 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cfg.Bootstrap) != 2 || cfg.Bootstrap[1] != (server.Peer{ID: "n2", RaftAddr: "10.0.0.2:7421"}) ||
-		cfg.LeaderLeaseTimeout != 100*time.Millisecond {
+		cfg.LeaderLeaseTimeout != 200*time.Millisecond {
 		t.Fatalf("config = %+v", cfg)
 	}
 	for _, bad := range [][]string{
