@@ -75,9 +75,8 @@
 //
 // Session.Close ends the session on the server (ephemerals vanish now);
 // Session.Orphan only stops the keepalives and leaves the server to expire
-// it after its TTL; its ephemerals and held locks stay until then (the
-// lock streams are detached, not reset, so the server does not take a
-// reset for a release). Client.Close closes every session it still keeps
+// it after its TTL; its ephemerals and held locks stay until then, and
+// lock-delay applies as after a crash. Client.Close closes every session it still keeps
 // alive, like ZooKeeper's close: a process that exits cleanly releases its
 // locks at once; Orphan sessions first to leave them to expire instead.
 //

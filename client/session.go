@@ -40,7 +40,6 @@ type Session struct {
 
 	mu       sync.Mutex
 	ending   bool      // Close or Orphan began: no more keepalives
-	orphaned bool      // Orphan: held locks stay with the session on the server
 	closeErr error     // set by Close and Orphan; wins over the tracker's error
 	nextSend time.Time // when the next keepalive is due
 	inflight bool      // a keepalive is on its way
@@ -168,16 +167,9 @@ func (s *Session) Close(ctx context.Context) error {
 // takes over the session's nodes.
 func (s *Session) Orphan() {
 	s.mu.Lock()
-	s.ending, s.orphaned = true, true
+	s.ending = true
 	s.mu.Unlock()
 	s.finish(ErrSessionClosed)
-}
-
-// isOrphaned reports whether Orphan ended s.
-func (s *Session) isOrphaned() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.orphaned
 }
 
 // usable returns the error a request acting for s fails with, or nil.

@@ -403,14 +403,13 @@ func (l *lockService) withdraw(node string, sessionID uint64) {
 
 // clientReset reports whether the client reset str while its connection
 // lives: it gave up on the request. A stream that ended with its
-// connection is not a decision of the client, nor is one the client
-// detached (StreamDetached: it orphaned the session).
+// connection is not a decision of the client.
 func clientReset(c *clientConn, str *quic.Stream) bool {
 	if c.conn.Context().Err() != nil {
 		return false
 	}
 	var se *quic.StreamError
-	return errors.As(context.Cause(str.Context()), &se) && se.Remote && se.ErrorCode != session.StreamDetached
+	return errors.As(context.Cause(str.Context()), &se) && se.Remote
 }
 
 func checkLockMode(m session.LockMode) error {

@@ -122,10 +122,6 @@ const (
 	StreamCanceled quic.StreamErrorCode = 1
 	// StreamMalformed: the peer sent a frame that could not be read.
 	StreamMalformed quic.StreamErrorCode = 2
-	// StreamDetached: the client stops following the request but does
-	// not give it up: a lock request stays in place, as after a lost
-	// connection, and ends with its session (Session.Orphan).
-	StreamDetached quic.StreamErrorCode = 3
 )
 
 // Connection error codes, sent when a connection is closed.
@@ -383,13 +379,6 @@ func (s *StreamReader) Close() error {
 	s.stop()
 	abort(s.str, StreamCanceled)
 	return nil
-}
-
-// Detach ends the stream without giving its request up (StreamDetached):
-// the server leaves a lock request in place for its session's fate.
-func (s *StreamReader) Detach() {
-	s.stop()
-	abort(s.str, StreamDetached)
 }
 
 // isLocalCancel reports whether err is our own CancelRead (Close).
