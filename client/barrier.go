@@ -48,9 +48,15 @@ func (b *Barrier) Hold(ctx context.Context) error {
 // Release lowers the barrier: every Wait returns. Releasing a barrier
 // that is down does nothing.
 func (b *Barrier) Release(ctx context.Context) error {
-	err := b.c.Delete(ctx, b.path)
+	del := func() error { return b.c.Delete(ctx, b.path) }
+	if b.s != nil {
+		// The barrier node is the holder's ephemeral: only its session
+		// (or an admin) may delete it.
+		del = func() error { return b.s.Delete(ctx, b.path) }
+	}
+	err := del()
 	if errors.Is(err, ErrUnknownOutcome) {
-		err = b.c.Delete(ctx, b.path)
+		err = del()
 	}
 	if errors.Is(err, ErrNoNode) {
 		return nil

@@ -112,6 +112,18 @@ func (c *Client) Member() string {
 	return c.cur.server
 }
 
+// owner is the session Client.Set, Delete and Multi act as: the default
+// session while it lives, so the client may change and delete the
+// ephemeral nodes it made (only their session may, or an admin); nil
+// after it ended, when those nodes are gone anyway.
+func (c *Client) owner() *Session {
+	s := c.Session()
+	if s == nil || s.usable() != nil {
+		return nil
+	}
+	return s
+}
+
 // Endpoints returns the configured endpoints.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.cfg.Endpoints...) }
 

@@ -94,7 +94,7 @@ func (e *Election) Proclaim(ctx context.Context, value []byte) error {
 	if err := h.lostErr(); err != nil {
 		return err
 	}
-	_, err := e.c.Set(ctx, node, value)
+	_, err := e.s.Set(ctx, node, value) // the node is the session's: only it may change it
 	if errors.Is(err, ErrNoNode) {
 		return fmt.Errorf("%w: no longer the leader of %s", ErrNotHeld, e.path)
 	}

@@ -23,6 +23,18 @@ var (
 	ErrNoSession       = namespace.ErrNoSession
 	ErrTooManyOps      = namespace.ErrTooManyOps
 	ErrRootImmutable   = namespace.ErrRootImmutable
+	// ErrPermissionDenied: the ACL rules do not give this client's
+	// identity the right it needs, or the node belongs to another session
+	// (lock, election and semaphore nodes, any ephemeral). The message
+	// names the identity, the right and the path; an admin grants rights
+	// with `latch acl set`.
+	ErrPermissionDenied = namespace.ErrPermissionDenied
+	// ErrReservedName: lock-x-NNNNNNNNNN and lock-s-NNNNNNNNNN are lock
+	// request names; create them with Lock, never by hand.
+	ErrReservedName = namespace.ErrReservedName
+	// ErrBadRule: an ACL rule that cannot be set (bad prefix or identity),
+	// or a change that would leave the tree without an admin of /.
+	ErrBadRule = namespace.ErrBadRule
 
 	// Session and transport errors.
 	ErrSessionExpired  = session.ErrSessionExpired

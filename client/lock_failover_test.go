@@ -57,8 +57,10 @@ func TestLockFailover(t *testing.T) {
 	}
 
 	// The waiter's hold is watched on the new leader: deleting its node
-	// is reported at once.
-	res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpDelete, Path: m2.Node(), Version: namespace.AnyVersion})
+	// (as its own session: nobody else may) is reported at once.
+	res := tc.Propose(ctx, &namespace.Command{
+		Op: namespace.OpDelete, Path: m2.Node(), Version: namespace.AnyVersion, Session: waiter.Session().ID(),
+	})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}

@@ -58,7 +58,7 @@ type OpResult struct {
 // sentinel), with the failing op's Err set in the results. Ephemeral
 // creates belong to the default session; use Session.Multi for another.
 func (c *Client) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	var s *Session
+	s := c.owner()
 	if needsSession(ops) {
 		if s = c.Session(); s == nil {
 			return nil, fmt.Errorf("latch: multi: %w", ErrSessionClosed)

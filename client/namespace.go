@@ -50,22 +50,29 @@ func (c *Client) Get(ctx context.Context, path string, opts ...ReadOption) ([]by
 	return resp.Data, resp.Stat, nil
 }
 
-// Set replaces path's data and returns the new metadata. With
+// Set replaces path's data and returns the new metadata, acting as the
+// default session while it lives (so it may change that session's
+// ephemerals; another session's need Session.Set or an admin). With
 // WithVersion(v) it fails with ErrBadVersion unless the version is v.
 // Errors: ErrNoNode, ErrBadVersion, ErrDataTooLarge, ErrUnknownOutcome.
 func (c *Client) Set(ctx context.Context, path string, data []byte, opts ...SetOption) (Stat, error) {
+	return c.set(ctx, c.owner(), path, data, opts)
+}
+
+func (c *Client) set(ctx context.Context, s *Session, path string, data []byte, opts []SetOption) (Stat, error) {
 	o, err := buildSet(opts)
 	if err != nil {
 		return Stat{}, err
 	}
-	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgSet, Path: path, Data: data, Version: o.version})
+	resp, err := c.do(ctx, s, &session.Request{Type: session.MsgSet, Path: path, Data: data, Version: o.version})
 	if err != nil {
 		return Stat{}, err
 	}
 	return resp.Stat, nil
 }
 
-// Delete removes path. With WithVersion(v) it fails with ErrBadVersion
+// Delete removes path, acting as the default session while it lives
+// (see Set). With WithVersion(v) it fails with ErrBadVersion
 // unless the version is v. Without Recursive a node with children fails
 // with ErrNotEmpty; with Recursive the subtree goes first, child by child
 // (not atomically: a reader may see it half deleted, and nodes created
@@ -83,7 +90,12 @@ func (c *Client) Delete(ctx context.Context, path string, opts ...DeleteOption) 
 }
 
 func (c *Client) delete(ctx context.Context, path string, version int64) error {
-	_, err := c.do(ctx, nil, &session.Request{Type: session.MsgDelete, Path: path, Version: version})
+	return c.deleteAs(ctx, c.owner(), path, version)
+}
+
+// deleteAs deletes path as session s (nil: no session).
+func (c *Client) deleteAs(ctx context.Context, s *Session, path string, version int64) error {
+	_, err := c.do(ctx, s, &session.Request{Type: session.MsgDelete, Path: path, Version: version})
 	return err
 }
 

@@ -17,7 +17,7 @@ import (
 func retryable(t session.MsgType) bool {
 	switch t {
 	case session.MsgCreate, session.MsgSet, session.MsgDelete, session.MsgMulti,
-		session.MsgLock, session.MsgLockRelease, session.MsgLockRenew:
+		session.MsgLock, session.MsgLockRelease, session.MsgLockRenew, session.MsgACLSet, session.MsgACLRemove:
 		return false
 	}
 	return true

@@ -19,7 +19,9 @@ import (
 // server's locks wake only the next waiter; a semaphore's waiters are few).
 //
 // The semaphore's nodes vanish with their session, so a holder whose
-// session ends frees its place; Lost() reports that to the holder.
+// session ends frees its place; Lost() reports that to the holder, and
+// also the loss of its node for any other reason (an admin deleted it:
+// nobody else may, the node belongs to the session).
 type Semaphore struct {
 	s    *Session
 	c    *Client
@@ -28,6 +30,9 @@ type Semaphore struct {
 
 	mu   sync.Mutex
 	node string // held or waiting node; "" when none
+	// lost is closed when the held place is lost (session ended, node
+	// gone); stop ends its guard goroutine on Release.
+	lost, stop chan struct{}
 }
 
 // semPrefix names a semaphore's nodes under its path.
@@ -61,8 +66,68 @@ func (m *Semaphore) acquire(ctx context.Context, try bool) error {
 	node, err := m.wait(ctx, try)
 	m.mu.Lock()
 	m.node = node
+	if node != "" {
+		m.lost, m.stop = make(chan struct{}), make(chan struct{})
+		lost, stop := m.lost, m.stop
+		if !m.c.goFunc(func() { m.guard(node, lost, stop) }) {
+			close(lost) // the client is closed
+		}
+	}
 	m.mu.Unlock()
 	return err
+}
+
+// guard closes lost when the held node goes or the session ends, until
+// stop (Release). The watch is registered before the node is looked at,
+// so a deletion in between is not missed.
+func (m *Semaphore) guard(node string, lost, stop chan struct{}) {
+	ctx, cancel := context.WithCancel(m.c.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	gone := func() bool {
+		ok, _, err := m.c.Exists(ctx, node)
+		return err == nil && !ok
+	}
+	w, err := m.c.Watch(ctx, node)
+	if err != nil {
+		select { // cannot watch (closing): the session's end still counts
+		case <-m.s.Done():
+			close(lost)
+		case <-ctx.Done():
+		}
+		return
+	}
+	defer w.Close()
+	if gone() {
+		close(lost)
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.s.Done():
+			close(lost)
+			return
+		case ev, ok := <-w.Events():
+			switch {
+			case !ok:
+				if ctx.Err() == nil && m.s.Err() != nil {
+					close(lost)
+				}
+				return
+			case ev.Type == EventDeleted, ev.Type == EventResync && gone():
+				close(lost)
+				return
+			}
+		}
+	}
 }
 
 // wait queues a node and waits for its turn, returning the node held (""
@@ -173,7 +238,7 @@ func (m *Semaphore) findOwn(ctx context.Context) (string, error) {
 // DialTimeout.
 func (m *Semaphore) remove(ctx context.Context, node string) {
 	if ctx.Err() == nil {
-		if err := m.c.Delete(ctx, node); err == nil || errors.Is(err, ErrNoNode) {
+		if err := m.s.Delete(ctx, node); err == nil || errors.Is(err, ErrNoNode) {
 			unclaim(m, node)
 			return
 		}
@@ -181,7 +246,7 @@ func (m *Semaphore) remove(ctx context.Context, node string) {
 	m.c.goFunc(func() {
 		ctx, cancel := context.WithTimeout(m.c.ctx, m.c.cfg.DialTimeout)
 		defer cancel()
-		_ = m.c.Delete(ctx, node)
+		_ = m.s.Delete(ctx, node)
 		unclaim(m, node)
 	})
 }
@@ -196,16 +261,22 @@ func (m *Semaphore) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: semaphore %s is not held", ErrNotHeld, m.path)
 	}
 	m.mu.Unlock()
-	err := m.c.Delete(ctx, node)
+	m.mu.Lock()
+	if m.stop != nil {
+		close(m.stop) // a release is not a loss
+		m.stop = nil
+	}
+	m.mu.Unlock()
+	err := m.s.Delete(ctx, node)
 	if errors.Is(err, ErrUnknownOutcome) {
-		err = m.c.Delete(ctx, node) // deleting twice finds it gone
+		err = m.s.Delete(ctx, node) // deleting twice finds it gone
 	}
 	if errors.Is(err, ErrNoNode) {
 		err = fmt.Errorf("%w: %s was gone", ErrNotHeld, node)
 	}
 	if err == nil || errors.Is(err, ErrNotHeld) {
 		m.mu.Lock()
-		m.node = ""
+		m.node, m.lost = "", nil
 		m.mu.Unlock()
 		unclaim(m, node)
 	}
@@ -222,8 +293,17 @@ func (m *Semaphore) Node() string {
 	return m.node
 }
 
-// Lost is closed when the session that holds the place ends.
-func (m *Semaphore) Lost() <-chan struct{} { return m.s.Done() }
+// Lost is closed when the place held is lost: the session ended, or the
+// node went for any other reason. Without a place held it is the
+// session's Done.
+func (m *Semaphore) Lost() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost == nil {
+		return m.s.Done()
+	}
+	return m.lost
+}
 
 // createPath creates path and its missing ancestors as persistent nodes.
 func createPath(ctx context.Context, c *Client, path string) error {

@@ -130,6 +130,27 @@ func (s *Session) Create(ctx context.Context, path string, data []byte, opts ...
 	return s.c.create(ctx, s, path, data, buildCreate(opts))
 }
 
+// Set is Client.Set as this session: the owner of its ephemeral nodes
+// (lock, election and semaphore nodes included), which only it, or an
+// admin, may change once ACLs are enforced (ErrPermissionDenied).
+func (s *Session) Set(ctx context.Context, path string, data []byte, opts ...SetOption) (Stat, error) {
+	return s.c.set(ctx, s, path, data, opts)
+}
+
+// Delete removes path as this session, which owns its ephemeral nodes
+// (see Set). With WithVersion(v) it fails with ErrBadVersion unless the
+// version is v; Recursive is not supported here (ErrBadOption).
+func (s *Session) Delete(ctx context.Context, path string, opts ...DeleteOption) error {
+	o, err := buildDelete(opts)
+	if err != nil {
+		return err
+	}
+	if o.recursive {
+		return fmt.Errorf("%w: Session.Delete is not recursive (use Client.Delete)", ErrBadOption)
+	}
+	return s.c.deleteAs(ctx, s, path, o.version)
+}
+
 // Multi runs ops like Client.Multi; Ephemeral creates belong to s.
 func (s *Session) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	return s.c.multi(ctx, s, ops)

@@ -98,9 +98,12 @@ type Command struct {
 	// recorded by OpSessionOpen, and checked against the ACL rules by every
 	// client command (a multi's, not its ops'). Server-made commands
 	// (ticks, expiry, members, ACL bootstrap) carry none and are not checked.
-	Identity string    `codec:"id,omitempty"`
-	Ops      []Command `codec:"ops,omitempty"` // OpMulti
-	Member   *Member   `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
+	Identity string `codec:"id,omitempty"`
+	// Host is OpSessionOpen's client IP address, recorded only for clients
+	// without a certificate (their session quota is per host).
+	Host   string    `codec:"acl_h,omitempty"`
+	Ops    []Command `codec:"ops,omitempty"` // OpMulti
+	Member *Member   `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
 
 	// OpLockRequest: the mode, an optional hold TTL (0: held until
 	// released) and the lock-delay applied when the holder is lost (0: the

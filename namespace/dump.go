@@ -56,8 +56,12 @@ func (s *Store) Dump(w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(bw, "session %d ttl=%dms opened=%d identity=%q secret=%x\n",
-				si.ID, si.TTLMillis, si.OpenTime, si.Identity, si.Secret)
+			host := ""
+			if si.Host != "" {
+				host = fmt.Sprintf(" host=%q", si.Host)
+			}
+			fmt.Fprintf(bw, "session %d ttl=%dms opened=%d identity=%q%s secret=%x\n",
+				si.ID, si.TTLMillis, si.OpenTime, si.Identity, host, si.Secret)
 			prefix := ephemeralPrefix(si.ID)
 			return scan(txn, prefix, func(k, _ []byte) error {
 				fmt.Fprintf(bw, "  ephemeral %s\n", k[len(prefix):])

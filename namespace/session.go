@@ -15,23 +15,41 @@ type SessionInfo struct {
 	Secret    []byte
 	TTLMillis int64
 	Identity  string
-	OpenRev   uint64 // index of the OpSessionOpen (= ID)
-	OpenTime  int64  // leader time of the OpSessionOpen
+	// Host is the client's IP address, recorded for clients without a
+	// certificate (Identity ""), whose session quota is per host.
+	Host     string
+	OpenRev  uint64 // index of the OpSessionOpen (= ID)
+	OpenTime int64  // leader time of the OpSessionOpen
 }
 
-const sessionFormat = 1
+// Session record formats: 2 adds the host after the identity; format 1
+// (no host) is still written when there is none, so version 1 states
+// stay byte for byte the same.
+const (
+	sessionFormat     = 1
+	sessionFormatHost = 2
+)
 
 func appendSession(b []byte, si *SessionInfo) []byte {
-	b = append(b, sessionFormat)
+	f := byte(sessionFormat)
+	if si.Host != "" {
+		f = sessionFormatHost
+	}
+	b = append(b, f)
 	b = binary.AppendVarint(b, si.TTLMillis)
 	b = binary.AppendVarint(b, si.OpenTime)
 	b = appendBytes(b, si.Secret)
-	return appendString(b, si.Identity)
+	b = appendString(b, si.Identity)
+	if si.Host != "" {
+		b = appendString(b, si.Host)
+	}
+	return b
 }
 
 func decodeSession(id uint64, v []byte) (SessionInfo, error) {
 	d := decoder{b: v}
-	if f := d.byte(); f != sessionFormat {
+	f := d.byte()
+	if f != sessionFormat && f != sessionFormatHost {
 		return SessionInfo{}, fmt.Errorf("%w: session %d format %d", ErrStorage, id, f)
 	}
 	si := SessionInfo{ID: id, OpenRev: id}
@@ -39,17 +57,26 @@ func decodeSession(id uint64, v []byte) (SessionInfo, error) {
 	si.OpenTime = d.varint()
 	si.Secret = bytes.Clone(d.bytes())
 	si.Identity = string(d.bytes())
+	if f == sessionFormatHost {
+		si.Host = string(d.bytes())
+	}
 	if d.err != nil {
 		return SessionInfo{}, fmt.Errorf("%w: session %d: %v", ErrStorage, id, d.err)
 	}
 	return si, nil
 }
 
+// maxHostBytes bounds Command.Host: an IPv6 address with a zone fits.
+const maxHostBytes = 128
+
 func (c *cmdCtx) openSession(cmd *Command, r *Result) error {
 	if cmd.TTLMillis <= 0 {
 		return fmt.Errorf("%w: session TTL %dms", ErrBadCommand, cmd.TTLMillis)
 	}
-	si := SessionInfo{TTLMillis: cmd.TTLMillis, OpenTime: c.now, Secret: cmd.Secret, Identity: cmd.Identity}
+	if len(cmd.Host) > maxHostBytes {
+		return fmt.Errorf("%w: host longer than %d bytes", ErrBadCommand, maxHostBytes)
+	}
+	si := SessionInfo{TTLMillis: cmd.TTLMillis, OpenTime: c.now, Secret: cmd.Secret, Identity: cmd.Identity, Host: cmd.Host}
 	c.putRaw(sessionKey(c.index), appendSession(nil, &si))
 	c.emit(EventSessionOpened, "", c.index)
 	r.Session = c.index

@@ -134,9 +134,29 @@ type Config struct {
 	// MinSessionTTL and MaxSessionTTL bound session TTLs: a client's wish
 	// is clamped into them. Defaults 1s and 60s.
 	MinSessionTTL, MaxSessionTTL time.Duration
-	// MaxSessionsPerIdentity bounds the open sessions of one TLS identity
-	// (all clients without a certificate share ""). Default 10000.
+	// Admins are identities (certificate CN or URI SAN) that administer the
+	// cluster: the first leader makes them admins of / in the replicated
+	// ACL rules when there are none yet.
+	Admins []string
+	// ACLDefault is the right set of identities no ACL rule names, written
+	// by the same bootstrap: ACLAllow, ACLDeny, or "" for allow in Dev or
+	// without TLSClientCA (no identities to tell apart) and deny with
+	// mutual TLS. Changing it later takes `latch acl set '*' / ...`.
+	ACLDefault string
+	// MaxSessionsPerIdentity bounds the open sessions of one TLS identity.
+	// Default 10000.
 	MaxSessionsPerIdentity int
+	// MaxAnonymousSessions bounds the sessions of clients without a
+	// certificate (which all share the identity "") per client host, so
+	// one of them cannot use up the sessions of every other. Default 10000.
+	MaxAnonymousSessions int
+	// MaxSessions bounds the open sessions of the whole cluster. Default
+	// 100000.
+	MaxSessions int
+	// MaxWatchesPerIdentity bounds the watches of one identity across all
+	// its connections (MaxWatchesPerConn still bounds each connection).
+	// Default 10000.
+	MaxWatchesPerIdentity int
 	// ExpiryBatch is the most sessions one expiry command ends. Default 256.
 	ExpiryBatch int
 	// ExpiryTick is the longest the leader's reaper sleeps between looks
@@ -308,6 +328,9 @@ func (c *Config) Validate() error {
 		return bad("Clock", "required (use time.Now)")
 	case c.Monotonic == nil:
 		return bad("Monotonic", "required (DefaultConfig sets it)")
+	}
+	if err := c.validateACL(); err != nil {
+		return err
 	}
 	return c.validateFront()
 }

@@ -40,6 +40,7 @@ func (f *front) register() {
 
 	f.registerLocks()       // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
 	f.registerLockHistory() // lockhistory.go: MsgLockHistory
+	f.registerACL()         // acl.go: MsgACL, MsgACLSet, MsgACLRemove
 }
 
 // handleUnary makes h the handler of requests of type t.
@@ -68,9 +69,12 @@ func (f *front) readAt(ctx context.Context, req *session.Request) (uint64, error
 	return f.s.fsmApplied(), nil
 }
 
-func (f *front) get(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) get(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
 	data, st, err := f.s.store.Get(req.Path)
@@ -80,9 +84,12 @@ func (f *front) get(ctx context.Context, _ *clientConn, req *session.Request) (*
 	return &session.Response{Data: data, Stat: st, Rev: rev}, nil
 }
 
-func (f *front) stat(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) stat(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
 	st, err := f.s.store.Stat(req.Path)
@@ -92,9 +99,12 @@ func (f *front) stat(ctx context.Context, _ *clientConn, req *session.Request) (
 	return &session.Response{Stat: st, Rev: rev}, nil
 }
 
-func (f *front) exists(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) exists(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
 	ok, st, err := f.s.store.Exists(req.Path)
@@ -104,15 +114,19 @@ func (f *front) exists(ctx context.Context, _ *clientConn, req *session.Request)
 	return &session.Response{Exists: ok, Stat: st, Rev: rev}, nil
 }
 
-func (f *front) children(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) children(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
 	names, more, err := f.s.store.Children(req.Path, req.After, int(req.Limit))
 	if err != nil {
 		return nil, err
 	}
+	names = f.readableChildren(c, req.Path, names)
 	return &session.Response{Names: names, More: more, Rev: rev}, nil
 }
 
@@ -121,6 +135,27 @@ func (f *front) sync(ctx context.Context, _ *clientConn, _ *session.Request) (*s
 		return nil, err
 	}
 	return &session.Response{Rev: f.s.fsmApplied()}, nil
+}
+
+// canRead fails with namespace.ErrPermissionDenied unless the client's
+// identity may read p (ValidatePath first, so a bad path says so).
+func (f *front) canRead(c *clientConn, p string) error {
+	if err := namespace.ValidatePath(p, f.s.cfg.Limits); err != nil {
+		return err
+	}
+	return f.s.store.Authorize(c.identity, p, namespace.PermRead)
+}
+
+// readableChildren drops the names of children the client may not read: a
+// rule can deny a child of a readable node, and its name is its data too.
+func (f *front) readableChildren(c *clientConn, parent string, names []string) []string {
+	out := names[:0]
+	for _, n := range names {
+		if f.s.store.Authorize(c.identity, namespace.Join(parent, n), namespace.PermRead) == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // propose commits cmd and turns a namespace rejection into the error.
@@ -141,12 +176,13 @@ func (f *front) checkData(data []byte) error {
 	return nil
 }
 
-func (f *front) create(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) create(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if err := f.checkData(req.Data); err != nil {
 		return nil, err
 	}
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpCreate, Path: req.Path, Data: req.Data, Flags: req.Flags, Session: req.Session,
+		Identity: c.identity,
 	})
 	if err != nil {
 		return nil, err
@@ -154,12 +190,13 @@ func (f *front) create(ctx context.Context, _ *clientConn, req *session.Request)
 	return &session.Response{Path: res.Path, Stat: res.Stat, Rev: res.Index}, nil
 }
 
-func (f *front) set(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) set(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if err := f.checkData(req.Data); err != nil {
 		return nil, err
 	}
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpSet, Path: req.Path, Data: req.Data, Version: req.Version,
+		Session: req.Session, Identity: c.identity,
 	})
 	if err != nil {
 		return nil, err
@@ -167,24 +204,26 @@ func (f *front) set(ctx context.Context, _ *clientConn, req *session.Request) (*
 	return &session.Response{Stat: res.Stat, Rev: res.Index}, nil
 }
 
-func (f *front) delete(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) delete(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if req.Recursive {
 		// Deleting a subtree in one command could exceed any bound; the
 		// client deletes child by child (client/doc.go).
 		return nil, fmt.Errorf("%w: recursive delete is done by the client, node by node", namespace.ErrBadCommand)
 	}
-	res, err := f.propose(ctx, &namespace.Command{Op: namespace.OpDelete, Path: req.Path, Version: req.Version})
+	res, err := f.propose(ctx, &namespace.Command{
+		Op: namespace.OpDelete, Path: req.Path, Version: req.Version, Session: req.Session, Identity: c.identity,
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &session.Response{Rev: res.Index}, nil
 }
 
-func (f *front) multi(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) multi(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if max := f.s.store.Limits().MaxMultiOps; len(req.Ops) > max {
 		return nil, fmt.Errorf("%w: %d > %d", namespace.ErrTooManyOps, len(req.Ops), max)
 	}
-	cmd := &namespace.Command{Op: namespace.OpMulti, Ops: make([]namespace.Command, len(req.Ops))}
+	cmd := &namespace.Command{Op: namespace.OpMulti, Ops: make([]namespace.Command, len(req.Ops)), Identity: c.identity}
 	for i, op := range req.Ops {
 		switch op.Type {
 		case namespace.OpCreate, namespace.OpSet, namespace.OpDelete, namespace.OpCheck:

@@ -41,7 +41,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if err != nil {
 		return nil, err
 	}
-	release, err := f.keep.reserve(c.identity)
+	release, err := f.keep.reserve(c.identity, c.host)
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +52,12 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	}
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpSessionOpen, Secret: secret, TTLMillis: ttl.Milliseconds(), Identity: c.identity,
+		Host: anonymousHost(c),
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.keep.opened(res.Session, ttl, c.identity)
+	f.keep.opened(res.Session, ttl, quotaKey(c.identity, c.host))
 	c.attach(res.Session)
 	return &session.Response{Session: res.Session, Secret: secret, TTLMillis: ttl.Milliseconds(), Rev: res.Index}, nil
 }

@@ -23,15 +23,33 @@ type leaseKeeper struct {
 	table *session.LeaseTable
 
 	mu       sync.Mutex
-	ready    bool   // table loaded for term
-	term     uint64 // leadership term the table was loaded in
-	identity map[uint64]string
-	count    map[string]int // open sessions per identity
-	pending  map[string]int // opens in flight per identity
+	ready    bool              // table loaded for term
+	term     uint64            // leadership term the table was loaded in
+	identity map[uint64]string // quota key (caps.go) of each session
+	count    map[string]int    // open sessions per quota key
+	pending  map[string]int    // opens in flight per quota key
+	// pendingAll is the sum of pending.
+	pendingAll int
 	// restores is the FSM's snapshot-install count when the table was
 	// loaded: a backup restored on the leader replaces the sessions, and
 	// the table is loaded again.
 	restores uint64
+}
+
+// sessionUse returns the sessions open or opening in all, those of the
+// busiest identity with a certificate, and those of the busiest host
+// without one.
+func (k *leaseKeeper) sessionUse() (total, busiest, anonymous int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, n := range k.count {
+		if key != "" && key[0] == 0 {
+			anonymous = max(anonymous, n+k.pending[key])
+		} else {
+			busiest = max(busiest, n+k.pending[key])
+		}
+	}
+	return len(k.identity) + k.pendingAll, busiest, anonymous
 }
 
 // clockFunc adapts Config.Clock to session.Clock.
@@ -71,16 +89,30 @@ func (k *leaseKeeper) serving() error {
 }
 
 // reserve takes a slot for a session of identity, failing with
-// ErrTooManySessions when the identity has MaxSessionsPerIdentity open or
-// being opened. The release func gives an unused slot back.
-func (k *leaseKeeper) reserve(identity string) (release func(), err error) {
+// ErrTooManySessions, naming the cap, when the cluster has MaxSessions or
+// the identity its cap (MaxSessionsPerIdentity, MaxAnonymousSessions for
+// "") open or being opened. The release func gives an unused slot back.
+func (k *leaseKeeper) reserve(identity, host string) (release func(), err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	limit := k.s.cfg.MaxSessionsPerIdentity
-	if k.count[identity]+k.pending[identity] >= limit {
-		return nil, fmt.Errorf("%w: identity %q has %d sessions, the limit", session.ErrTooManySessions, identity, limit)
+	cfg := &k.s.cfg
+	if total := len(k.identity) + k.pendingAll; total >= cfg.MaxSessions {
+		k.s.front.capRefusals.counter(capSessions).Add(1)
+		return nil, capError(session.ErrTooManySessions, capSessions, cfg.MaxSessions, "the cluster")
 	}
+	key := quotaKey(identity, host)
+	name, limit := cfg.sessionCap(key)
+	if k.count[key]+k.pending[key] >= limit {
+		k.s.front.capRefusals.counter(name).Add(1)
+		who := fmt.Sprintf("identity %q", identity)
+		if identity == "" {
+			who = fmt.Sprintf("clients without a certificate on host %s (present one for your identity's own quota)", host)
+		}
+		return nil, capError(session.ErrTooManySessions, name, limit, who)
+	}
+	identity = key // counted under its quota key from here on
 	k.pending[identity]++
+	k.pendingAll++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -88,13 +120,15 @@ func (k *leaseKeeper) reserve(identity string) (release func(), err error) {
 			if k.pending[identity]--; k.pending[identity] <= 0 {
 				delete(k.pending, identity)
 			}
+			k.pendingAll--
 			k.mu.Unlock()
 		})
 	}, nil
 }
 
-// opened starts the lease of a session whose open just committed.
-// The observer and the open handler both call it; the first one wins.
+// opened starts the lease of a session whose open just committed, counted
+// under quota key identity. The observer and the open handler both call
+// it; the first one wins.
 func (k *leaseKeeper) opened(id uint64, ttl time.Duration, identity string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -134,7 +168,7 @@ func (k *leaseKeeper) Applied(results []*namespace.Result) {
 			case namespace.EventSessionOpened:
 				if k.isReady() {
 					if si, err := k.s.store.Session(ev.Session); err == nil {
-						k.opened(si.ID, time.Duration(si.TTLMillis)*time.Millisecond, si.Identity)
+						k.opened(si.ID, time.Duration(si.TTLMillis)*time.Millisecond, quotaKey(si.Identity, si.Host))
 					}
 				}
 			case namespace.EventSessionClosed, namespace.EventSessionExpired:
@@ -269,8 +303,9 @@ func (k *leaseKeeper) load() error {
 	count := map[string]int{}
 	for _, si := range all {
 		ttls[si.ID] = time.Duration(si.TTLMillis) * time.Millisecond
-		identity[si.ID] = si.Identity
-		count[si.Identity]++
+		key := quotaKey(si.Identity, si.Host)
+		identity[si.ID] = key
+		count[key]++
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -117,6 +117,7 @@ func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
 		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(start) }
 		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, 10*time.Millisecond
 		cfg.MaxSessionsPerIdentity = 3
+		cfg.MaxAnonymousSessions = 3 // the test's clients have no certificate: counted per host
 	})
 	old := fc.WaitLeader()
 	conn := fc.dial(old)
@@ -131,7 +132,8 @@ func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
 	fc.Stop(old)
 	leader := fc.WaitLeader()
 	conn = fc.dial(leader)
-	// The new leader counted one session for the anonymous identity.
+	// The new leader counted one session for this anonymous host (the
+	// host is recorded with the session).
 	second := openSession(t, conn, time.Second) // deadline t0+2.5s
 	openSession(t, conn, 5*time.Second)
 	fails(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 1000}, session.ErrTooManySessions)

@@ -157,6 +157,7 @@ func (s *Server) reconcileLeadership() {
 	}
 	cur := r.CurrentTerm()
 	if ready && term == cur {
+		s.bootstrapACL()
 		return
 	}
 	// A barrier commits an entry of this term and waits until the FSM has
@@ -187,6 +188,7 @@ func (s *Server) reconcileLeadership() {
 	s.leader.set(true, cur)
 	s.log.Info("leader ready", "term", cur, "barrier", time.Since(start), "applied_index", s.fsmApplied())
 	s.member.wake()
+	s.bootstrapACL()
 }
 
 // waitReady waits until this member is the ready leader, or returns a

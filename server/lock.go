@@ -462,6 +462,7 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 		res, err := l.proposeLock(&namespace.Command{
 			Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
 			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
+			Identity: c.identity,
 		})
 		if err != nil {
 			return err
@@ -559,14 +560,14 @@ func (l *lockService) ended(c *clientConn, str *quic.Stream, node string, sessio
 
 // release handles MsgLockRelease: the lock request Node goes, held or
 // waiting.
-func (l *lockService) release(_ context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (l *lockService) release(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if req.Node == "" {
 		return nil, fmt.Errorf("%w: release names no request node", namespace.ErrBadCommand)
 	}
 	if err := l.f.keep.serving(); err != nil {
 		return nil, err
 	}
-	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: req.Node, Session: req.Session})
+	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: req.Node, Session: req.Session, Identity: c.identity})
 	if err != nil {
 		return nil, err
 	}
@@ -574,14 +575,14 @@ func (l *lockService) release(_ context.Context, _ *clientConn, req *session.Req
 }
 
 // renew handles MsgLockRenew: the hold TTL of Node starts again.
-func (l *lockService) renew(_ context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (l *lockService) renew(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if req.Node == "" {
 		return nil, fmt.Errorf("%w: renew names no request node", namespace.ErrBadCommand)
 	}
 	if err := l.f.keep.serving(); err != nil {
 		return nil, err
 	}
-	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session})
+	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session, Identity: c.identity})
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +595,7 @@ func (l *lockService) renew(_ context.Context, _ *clientConn, req *session.Reque
 
 // checkSequencer handles MsgCheckSequencer with a linearizable read
 // (unless Stale).
-func (l *lockService) checkSequencer(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (l *lockService) checkSequencer(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	sq := req.Sequencer
 	if sq == nil {
 		return nil, fmt.Errorf("%w: check names no sequencer", namespace.ErrBadCommand)
@@ -606,6 +607,9 @@ func (l *lockService) checkSequencer(ctx context.Context, _ *clientConn, req *se
 	if err != nil {
 		return nil, err
 	}
+	if err := l.f.canRead(c, sq.Path); err != nil {
+		return nil, err
+	}
 	ok, err := l.f.s.store.CheckSequencer(sq.Path, namespace.LockMode(sq.Mode), sq.Token, sq.Session)
 	if err != nil {
 		return nil, err
@@ -614,9 +618,12 @@ func (l *lockService) checkSequencer(ctx context.Context, _ *clientConn, req *se
 }
 
 // queue handles MsgLockQueue.
-func (l *lockService) queue(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (l *lockService) queue(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	rev, err := l.f.readAt(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
 	infos, err := l.f.s.store.LockQueue(req.Path)
@@ -626,6 +633,9 @@ func (l *lockService) queue(ctx context.Context, _ *clientConn, req *session.Req
 	resp := &session.Response{Rev: rev, Locks: make([]session.LockInfo, 0, min(len(infos), maxListedLocks))}
 	budget := l.f.s.cfg.Transport.MaxFrameSize / 2
 	for _, q := range infos {
+		if l.f.s.store.Authorize(c.identity, q.Node, namespace.PermRead) != nil {
+			continue // a rule denies part of the subtree
+		}
 		size := 96 + len(q.Node) + len(q.Path)
 		if len(resp.Locks) == maxListedLocks || budget < size {
 			resp.More = true

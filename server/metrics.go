@@ -109,6 +109,9 @@ var (
 	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
 	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
 	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
+	descCapLimit       = prometheus.NewDesc("latch_cap_limit", "A client cap's limit (latchd --max-... flags).", []string{"member", "cap"}, nil)
+	descCapUsed        = prometheus.NewDesc("latch_cap_used", "What a cap counts now on this member (per-identity caps: the busiest identity).", []string{"member", "cap"}, nil)
+	descCapRefusals    = prometheus.NewDesc("latch_cap_refusals_total", "Requests refused because a cap was reached.", []string{"member", "cap"}, nil)
 )
 
 func (c *memberCollector) add(s *Server) {
@@ -125,7 +128,8 @@ func (c *memberCollector) remove(s *Server) {
 
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
-		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks} {
+		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks,
+		descCapLimit, descCapUsed, descCapRefusals} {
 		ch <- d
 	}
 }
@@ -157,6 +161,11 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRestores, prometheus.CounterValue, float64(s.fsm.restores.Load()), id)
 		if f := s.front; f != nil {
 			f.collect(ch, id)
+			for _, c := range f.caps() {
+				ch <- prometheus.MustNewConstMetric(descCapLimit, prometheus.GaugeValue, float64(c.limit), id, c.name)
+				ch <- prometheus.MustNewConstMetric(descCapUsed, prometheus.GaugeValue, float64(c.used), id, c.name)
+				ch <- prometheus.MustNewConstMetric(descCapRefusals, prometheus.CounterValue, float64(c.refusals), id, c.name)
+			}
 		}
 	}
 }

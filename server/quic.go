@@ -60,6 +60,9 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MinSessionTTL, DefaultMinSessionTTL)
 	setIfZero(&cfg.MaxSessionTTL, DefaultMaxSessionTTL)
 	setIfZero(&cfg.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
+	setIfZero(&cfg.MaxSessions, DefaultMaxSessions)
+	setIfZero(&cfg.MaxAnonymousSessions, DefaultMaxAnonymousSessions)
+	setIfZero(&cfg.MaxWatchesPerIdentity, DefaultMaxWatchesPerIdentity)
 	setIfZero(&cfg.ExpiryBatch, DefaultExpiryBatch)
 	setIfZero(&cfg.ExpiryTick, DefaultExpiryTick)
 	setIfZero(&cfg.WatchHistory, DefaultWatchHistory)
@@ -99,6 +102,12 @@ func (c *Config) validateFront() error {
 		return bad("MaxSessionTTL", "%v is below MinSessionTTL %v", c.MaxSessionTTL, c.MinSessionTTL)
 	case c.MaxSessionsPerIdentity < 1:
 		return bad("MaxSessionsPerIdentity", "%d must be at least 1", c.MaxSessionsPerIdentity)
+	case c.MaxSessions < 1:
+		return bad("MaxSessions", "%d must be at least 1", c.MaxSessions)
+	case c.MaxAnonymousSessions < 1:
+		return bad("MaxAnonymousSessions", "%d must be at least 1", c.MaxAnonymousSessions)
+	case c.MaxWatchesPerIdentity < 1:
+		return bad("MaxWatchesPerIdentity", "%d must be at least 1", c.MaxWatchesPerIdentity)
 	case c.ExpiryBatch < 1:
 		return bad("ExpiryBatch", "%d must be at least 1", c.ExpiryBatch)
 	case c.ExpiryTick < time.Millisecond:
@@ -149,9 +158,11 @@ func (c *Config) validateFront() error {
 //     is ErrBadCommand. Secrets are 16 random bytes, compared in constant
 //     time. Resume renews the lease. A request naming a session must come
 //     on a connection that opened or resumed it (ErrUnknownSession). A
-//     session that is gone answers ErrSessionExpired. MaxSessionsPerIdentity
-//     counts open and opening sessions per TLS identity; clients without a
-//     certificate share the identity "".
+//     session that is gone answers ErrSessionExpired. Caps (caps.go):
+//     MaxSessions in all, MaxSessionsPerIdentity per TLS identity, and
+//     MaxAnonymousSessions for the identity "" that clients without a
+//     certificate share, counting open and opening sessions; watches per
+//     identity across connections.
 //   - Leases (expiry.go): the ready leader loads every session with a full
 //     TTL, then reaps due sessions in batches of ExpiryBatch, sleeping
 //     until the next deadline but at most ExpiryTick (so an injected clock
@@ -189,6 +200,8 @@ type front struct {
 	streams        chan struct{} // one slot per request stream in flight, all connections
 	refusedConns   atomic.Uint64
 	refusedStreams atomic.Uint64
+	watchesBy      watchCounts // caps.go
+	capRefusals    capRefusals
 }
 
 // A unaryHandler answers one request with one response. When it returns
@@ -310,6 +323,7 @@ func (f *front) acceptLoop() {
 			f:        f,
 			conn:     conn,
 			identity: conn.Identity(),
+			host:     remoteHost(conn.RemoteAddr()),
 			sem:      make(chan struct{}, f.s.cfg.MaxRequestsPerConn),
 			attached: map[uint64]struct{}{},
 		}
@@ -348,6 +362,7 @@ type clientConn struct {
 	f        *front
 	conn     *session.Conn
 	identity string // TLS identity of the client certificate, "" without one
+	host     string // the client's IP address: the quota key of identity ""
 	log      *slog.Logger
 	sem      chan struct{} // one slot per request in flight
 

@@ -35,10 +35,18 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 	if kind == 0 {
 		kind = session.WatchData // a node's creation, data changes and deletion
 	}
+	if err := f.canRead(c, req.Path); err != nil {
+		return err
+	}
 	if err := c.addWatch(f.s.cfg.MaxWatchesPerConn); err != nil {
 		return err
 	}
 	defer c.removeWatch()
+	if err := f.watchesBy.add(c.identity, f.s.cfg.MaxWatchesPerIdentity); err != nil {
+		f.capRefusals.watches.Add(1)
+		return err
+	}
+	defer f.watchesBy.remove(c.identity)
 
 	w := newWatcher(req.Path, kind, req.FromRev, req.OneShot)
 	start := f.hub.register(w)
@@ -55,6 +63,7 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 		}
 		events, done := f.hub.take(w, buf)
 		buf = events
+		events = f.readableEvents(c, events)
 		for i := 0; i < len(events) || done; {
 			j, size := i, 0
 			for j < len(events) && j-i < watchFrameEvents && size < watchFrameBytes {
@@ -93,4 +102,17 @@ func (c *clientConn) removeWatch() {
 	c.mu.Lock()
 	c.watches--
 	c.mu.Unlock()
+}
+
+// readableEvents drops the events on nodes the client may not read (a
+// recursive watch spans subtrees a rule may deny), checked against the
+// rules when they are sent. Resync has no path and always goes.
+func (f *front) readableEvents(c *clientConn, events []session.WatchEvent) []session.WatchEvent {
+	out := events[:0]
+	for _, ev := range events {
+		if ev.Type == session.EventResync || f.s.store.Authorize(c.identity, ev.Path, namespace.PermRead) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

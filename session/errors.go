@@ -104,6 +104,11 @@ const (
 	CodeNotHeld       Code = 41
 	CodeLocked        Code = 42
 
+	// ACL errors (120-124 are the acl workstream's).
+	CodePermissionDenied Code = 120
+	CodeReservedName     Code = 121
+	CodeBadRule          Code = 122
+
 	CodeInternal Code = 99
 
 	// HTTP API errors (130–134).
@@ -153,6 +158,9 @@ var codeTable = []struct {
 	{CodeNoRoute, ErrNoRoute, "NoRoute"},
 	{CodeMethodNotAllowed, ErrMethodNotAllowed, "MethodNotAllowed"},
 	{CodeNoElectionLeader, ErrNoElectionLeader, "NoElectionLeader"},
+	{CodePermissionDenied, namespace.ErrPermissionDenied, "PermissionDenied"},
+	{CodeReservedName, namespace.ErrReservedName, "ReservedName"},
+	{CodeBadRule, namespace.ErrBadRule, "BadRule"},
 	{CodeInternal, ErrInternal, "Internal"},
 }
 

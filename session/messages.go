@@ -136,6 +136,21 @@ const (
 	MsgLockHistory MsgType = 55
 )
 
+// ACL messages (50-54 are the acl workstream's). Served by the leader:
+// rule changes go through the log.
+const (
+	// MsgACL lists the replicated ACL rules. Response: ACL (Enforced,
+	// Default, Rules). Anyone may list them: rules name identities and
+	// prefixes, never data (ZooKeeper's getACL leaked password digests;
+	// latch keeps no secrets in rules).
+	MsgACL MsgType = 50
+	// MsgACLSet sets rules (Request: ACL), MsgACLRemove removes them by
+	// identity and prefix; the caller needs admin on every prefix.
+	// Response: Rev.
+	MsgACLSet    MsgType = 51
+	MsgACLRemove MsgType = 52
+)
+
 var msgTypeNames = [...]string{
 	MsgInvalid:        "Invalid",
 	MsgHello:          "Hello",
@@ -163,6 +178,9 @@ var msgTypeNames = [...]string{
 	MsgLockQueue:      "LockQueue",
 	MsgLockNotices:    "LockNotices",
 	MsgLockHistory:    "LockHistory",
+	MsgACL:            "ACL",
+	MsgACLSet:         "ACLSet",
+	MsgACLRemove:      "ACLRemove",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -282,6 +300,8 @@ type Request struct {
 	// Sessions (KeepAlive) are more sessions to renew with Session; see
 	// MsgKeepAlive.
 	Sessions []uint64 `codec:"ss,omitempty"`
+
+	ACL []namespace.ACLRule `codec:"acl,omitempty"` // ACLSet, ACLRemove
 }
 
 // MaxKeepAliveBatch is the most sessions one KeepAlive may renew (Session
@@ -451,6 +471,15 @@ type Response struct {
 	Status   *StatusInfo   `codec:"sts,omitempty"`
 
 	KeepAlives []KeepAliveResult `codec:"ka,omitempty"` // batched KeepAlive
+
+	ACL *ACLInfo `codec:"acl,omitempty"` // MsgACL
+}
+
+// ACLInfo is the replicated rule set in a MsgACL answer.
+type ACLInfo struct {
+	Enforced bool                `codec:"en,omitempty"`
+	Default  namespace.Perm      `codec:"df,omitempty"`
+	Rules    []namespace.ACLRule `codec:"rl,omitempty"`
 }
 
 // Err returns nil when r succeeded, else an error that errors.Is the

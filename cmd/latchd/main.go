@@ -29,6 +29,7 @@ import (
 
 	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 func main() {
@@ -62,6 +63,9 @@ type options struct {
 	lockDelay, maxLockDelay           time.Duration
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
+	admins, aclDefault                string
+	maxSessions, maxSessionsPerID     int
+	maxAnonSessions, maxWatchesPerID  int
 	version                           bool
 	maxConns, maxStreams              int
 	maxRequestsPerConn                int
@@ -109,6 +113,12 @@ func (o *options) register(fs *flag.FlagSet) {
 		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
 	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
 		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
+	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated, made admins of / by the first leader when the cluster has no ACL rules (--dev: "+session.DevClientName+")")
+	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
+	fs.IntVar(&o.maxSessions, "max-sessions", def.MaxSessions, "open sessions in the whole cluster")
+	fs.IntVar(&o.maxSessionsPerID, "max-sessions-per-identity", def.MaxSessionsPerIdentity, "open sessions of one client identity")
+	fs.IntVar(&o.maxAnonSessions, "max-anonymous-sessions-per-host", def.MaxAnonymousSessions, "open sessions of clients without a certificate (they share one identity) per client IP address")
+	fs.IntVar(&o.maxWatchesPerID, "max-watches-per-identity", def.MaxWatchesPerIdentity, "open watches of one client identity, across its connections")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
 
@@ -199,6 +209,17 @@ func configValue(f *flag.Flag, v any) (string, error) {
 	return "", fmt.Errorf("unsupported value %v (want a string, number, boolean or list of strings)", v)
 }
 
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func parseBootstrap(s string) ([]server.Peer, error) {
 	if s == "" {
 		return nil, nil
@@ -265,6 +286,13 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests
 		cfg.MaxWatchesPerConn = max(cfg.MaxRequestsPerConn/2, 1)
 	}
+	cfg.Admins = splitList(o.admins)
+	if o.dev && len(cfg.Admins) == 0 {
+		cfg.Admins = []string{session.DevClientName} // the CLI's dev certificate
+	}
+	cfg.ACLDefault = o.aclDefault
+	cfg.MaxSessions, cfg.MaxSessionsPerIdentity = o.maxSessions, o.maxSessionsPerID
+	cfg.MaxAnonymousSessions, cfg.MaxWatchesPerIdentity = o.maxAnonSessions, o.maxWatchesPerID
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
 }

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/latch-io/latch/session"
+)
+
+// Caps on what one identity, or all clients together, can make the leader
+// hold. Each is a Config field, a latchd flag, and two gauges on /metrics
+// (latch_cap_limit, latch_cap_used: for per-identity caps the use of the
+// busiest identity) plus a refusal counter (latch_cap_refusals_total).
+// They are the leader's in-memory bookkeeping, not Apply's: no command's
+// outcome depends on them, so members need not agree on them.
+const (
+	DefaultMaxSessions           = 100000
+	DefaultMaxAnonymousSessions  = 10000
+	DefaultMaxWatchesPerIdentity = 10000
+)
+
+// Cap names, as metric labels and in refusals (with the flag that sets it).
+const (
+	capSessions            = "sessions"
+	capSessionsPerIdentity = "sessions_per_identity"
+	capAnonymousSessions   = "anonymous_sessions_per_host"
+	capWatchesPerIdentity  = "watches_per_identity"
+)
+
+var capFlags = map[string]string{
+	capSessions:            "--max-sessions",
+	capSessionsPerIdentity: "--max-sessions-per-identity",
+	capAnonymousSessions:   "--max-anonymous-sessions-per-host",
+	capWatchesPerIdentity:  "--max-watches-per-identity",
+}
+
+// capRefusals counts refusals per cap.
+type capRefusals struct {
+	sessions, perIdentity, anonymous, watches atomic.Uint64
+}
+
+func (r *capRefusals) counter(name string) *atomic.Uint64 {
+	switch name {
+	case capSessions:
+		return &r.sessions
+	case capSessionsPerIdentity:
+		return &r.perIdentity
+	case capAnonymousSessions:
+		return &r.anonymous
+	}
+	return &r.watches
+}
+
+// capError is a refusal that names the cap and the flag that raises it.
+func capError(sentinel error, name string, limit int, who string) error {
+	return fmt.Errorf("%w: %s reached the %s cap of %d (latchd %s)", sentinel, who, name, limit, capFlags[name])
+}
+
+// quotaKey is what a session counts against: its identity, or for the
+// empty identity (clients without a certificate, which all share it) the
+// client's host, so that one anonymous client cannot use up the sessions
+// of every other one. Keys of hosts start with a NUL, which no identity
+// has.
+func quotaKey(identity, host string) string {
+	if identity == "" {
+		return "\x00" + host
+	}
+	return identity
+}
+
+// sessionCap picks the cap of a quota key.
+func (c *Config) sessionCap(key string) (name string, limit int) {
+	if key != "" && key[0] == 0 {
+		return capAnonymousSessions, c.MaxAnonymousSessions
+	}
+	return capSessionsPerIdentity, c.MaxSessionsPerIdentity
+}
+
+// anonymousHost is what OpSessionOpen records as the session's host: the
+// client's, when it has no certificate (the quota key needs it after a
+// leader change); nothing otherwise.
+func anonymousHost(c *clientConn) string {
+	if c.identity == "" {
+		return c.host
+	}
+	return ""
+}
+
+// remoteHost is the IP of a client address ("" when it has none).
+func remoteHost(a net.Addr) string {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// watchCounts counts open watches per identity across connections.
+type watchCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts a watch of identity, refusing it at limit.
+func (w *watchCounts) add(identity string, limit int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == nil {
+		w.n = map[string]int{}
+	}
+	if w.n[identity] >= limit {
+		return capError(session.ErrTooManyWatches, capWatchesPerIdentity, limit, fmt.Sprintf("identity %q", identity))
+	}
+	w.n[identity]++
+	return nil
+}
+
+func (w *watchCounts) remove(identity string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n[identity]--; w.n[identity] <= 0 {
+		delete(w.n, identity)
+	}
+}
+
+// busiest returns the most watches one identity holds.
+func (w *watchCounts) busiest() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := 0
+	for _, n := range w.n {
+		m = max(m, n)
+	}
+	return m
+}
+
+// capUse is one cap's limit and use, for metrics.
+type capUse struct {
+	name        string
+	limit, used int
+	refusals    uint64
+}
+
+// caps reports every cap of this member's front.
+func (f *front) caps() []capUse {
+	total, busiest, anon := f.keep.sessionUse()
+	cfg := &f.s.cfg
+	r := &f.capRefusals
+	return []capUse{
+		{capSessions, cfg.MaxSessions, total, r.sessions.Load()},
+		{capSessionsPerIdentity, cfg.MaxSessionsPerIdentity, busiest, r.perIdentity.Load()},
+		{capAnonymousSessions, cfg.MaxAnonymousSessions, anon, r.anonymous.Load()},
+		{capWatchesPerIdentity, cfg.MaxWatchesPerIdentity, f.watchesBy.busiest(), r.watches.Load()},
+	}
+}
