@@ -93,7 +93,7 @@ func (a *apiFront) clusterView(r *http.Request, c caller) (*apiCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	locks, _, err := a.lockQueues()
+	locks, _, err := a.lockQueues(c.identity)
 	if err != nil {
 		return nil, err
 	}

@@ -185,7 +185,7 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 	}
 	res, err := l.proposeLock(&namespace.Command{
 		Op: namespace.OpLockRequest, Path: path, Mode: namespace.LockMode(mode), Session: sid,
-		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data,
+		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data, Identity: c.identity,
 	})
 	if err != nil {
 		giveUp()
@@ -431,7 +431,7 @@ func (a *apiFront) allLocks(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	rev := a.s.fsmApplied()
-	locks, more, err := a.lockQueues()
+	locks, more, err := a.lockQueues(c.identity)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -444,14 +444,18 @@ type apiQueue struct {
 	Queue []apiLock `json:"queue"`
 }
 
-// lockQueues reads every queue from this member's state.
-func (a *apiFront) lockQueues() ([]apiQueue, bool, error) {
+// lockQueues reads every queue from this member's state that identity
+// may read (ACL rules).
+func (a *apiFront) lockQueues(identity string) ([]apiQueue, bool, error) {
 	paths, more, err := a.s.store.LockPaths(maxAPILockPaths)
 	if err != nil {
 		return nil, false, err
 	}
 	out := make([]apiQueue, 0, len(paths))
 	for _, p := range paths {
+		if a.s.store.Authorize(identity, p, namespace.PermRead) != nil {
+			continue
+		}
 		q, err := a.s.store.LockQueue(p)
 		if err != nil {
 			return nil, false, err
@@ -527,6 +531,10 @@ func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c call
 func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller) {
 	path, action, err := splitAction(r, "leader", "observe")
 	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if err := a.s.store.Authorize(c.identity, path, namespace.PermRead); err != nil {
 		apiError(w, err)
 		return
 	}

@@ -123,9 +123,13 @@ func (a *apiFront) watchSlot() (release func(), err error) {
 // (id = revision), resync when the history the client asked for is gone
 // or it fell behind (then the stream ends; reconnecting with its id goes
 // on from there).
-func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, _ caller) {
+func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 	path := apiPath(r)
 	if err := namespace.ValidatePath(path, a.s.cfg.Limits); err != nil {
+		apiError(w, err)
+		return
+	}
+	if err := a.s.store.Authorize(c.identity, path, namespace.PermRead); err != nil {
 		apiError(w, err)
 		return
 	}
@@ -177,6 +181,7 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, _ caller) {
 		}
 		events, done := a.f.hub.take(wt, buf)
 		buf = events
+		events = a.f.readableEvents(c.identity, events)
 		if writeChanges(out, events) != nil || done {
 			return
 		}

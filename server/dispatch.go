@@ -140,7 +140,7 @@ func (f *front) sync(ctx context.Context, _ *clientConn, _ *session.Request) (*s
 // canRead fails with namespace.ErrPermissionDenied unless the client's
 // identity may read p (ValidatePath first, so a bad path says so).
 func (f *front) canRead(c *clientConn, p string) error {
-	if err := namespace.ValidatePath(p, f.s.cfg.Limits); err != nil {
+	if err := namespace.ValidatePath(p, f.s.store.Limits()); err != nil {
 		return err
 	}
 	return f.s.store.Authorize(c.identity, p, namespace.PermRead)

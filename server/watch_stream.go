@@ -63,7 +63,7 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 		}
 		events, done := f.hub.take(w, buf)
 		buf = events
-		events = f.readableEvents(c, events)
+		events = f.readableEvents(c.identity, events)
 		for i := 0; i < len(events) || done; {
 			j, size := i, 0
 			for j < len(events) && j-i < watchFrameEvents && size < watchFrameBytes {
@@ -107,10 +107,10 @@ func (c *clientConn) removeWatch() {
 // readableEvents drops the events on nodes the client may not read (a
 // recursive watch spans subtrees a rule may deny), checked against the
 // rules when they are sent. Resync has no path and always goes.
-func (f *front) readableEvents(c *clientConn, events []session.WatchEvent) []session.WatchEvent {
+func (f *front) readableEvents(identity string, events []session.WatchEvent) []session.WatchEvent {
 	out := events[:0]
 	for _, ev := range events {
-		if ev.Type == session.EventResync || f.s.store.Authorize(c.identity, ev.Path, namespace.PermRead) == nil {
+		if ev.Type == session.EventResync || f.s.store.Authorize(identity, ev.Path, namespace.PermRead) == nil {
 			out = append(out, ev)
 		}
 	}
