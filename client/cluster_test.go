@@ -29,6 +29,11 @@ type clusterOptions struct {
 	// maxRequests is the servers' MaxRequestsPerConn (0: default); their
 	// MaxWatchesPerConn is then half of it.
 	maxRequests int
+	// admins are the servers' Config.Admins ("" makes every client
+	// without a certificate an admin).
+	admins []string
+	// lockDelay is the default lock-delay (0: default).
+	lockDelay time.Duration
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -44,6 +49,10 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 			}
 			if o.maxRequests > 0 {
 				cfg.MaxRequestsPerConn, cfg.MaxWatchesPerConn = o.maxRequests, o.maxRequests/2
+			}
+			cfg.Admins = o.admins
+			if o.lockDelay > 0 {
+				cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
 			}
 		},
 	})
