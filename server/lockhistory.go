@@ -33,11 +33,21 @@ func (s *Server) LockHistory(ctx context.Context, path string, subtree bool, lim
 }
 
 func (f *front) registerLockHistory() {
-	f.handleUnary(session.MsgLockHistory, func(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+	f.handleUnary(session.MsgLockHistory, func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+		if err := f.canRead(c, req.Path); err != nil {
+			return nil, err
+		}
 		evs, rev, err := f.s.LockHistory(ctx, req.Path, req.Recursive, int(req.Limit), req.Stale)
 		if err != nil {
 			return nil, err
 		}
+		out := evs[:0]
+		for _, ev := range evs { // a rule may deny part of the subtree
+			if f.s.store.Authorize(c.identity, ev.Node, namespace.PermRead) == nil {
+				out = append(out, ev)
+			}
+		}
+		evs = out
 		return &session.Response{LockHistory: evs, Rev: rev}, nil
 	})
 }
