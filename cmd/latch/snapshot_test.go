@@ -297,3 +297,50 @@ func lineDiff(a, b string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRestoredSessionsExpire: a restored cluster loads the backup's
+// sessions into its leader's lease table, so with no client of theirs
+// connected they expire after their TTL, as the README says: the ephemeral
+// node goes and the held lock ends with session-expired.
+func TestRestoredSessionsExpire(t *testing.T) {
+	c := proc.StartCluster(t, 1, "--lock-delay", "0s")
+	c.WaitLeader(t)
+	useCluster(t, c)
+	waitMembersPublished(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
+	defer cancel()
+	cl := dialProc(t, c)
+	s, err := cl.NewSession(ctx, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, "/eph", nil, client.Ephemeral()); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.NewMutex(s, "/held").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "b.latch")
+	if code, _, errOut := runCLI("snapshot", "save", file); code != 0 {
+		t.Fatalf("save: %s", errOut)
+	}
+
+	c2 := proc.StartCluster(t, 1, "--lock-delay", "0s")
+	c2.WaitLeader(t)
+	useCluster(t, c2)
+	waitMembersPublished(t, 1)
+	if code, _, errOut := runCLI("snapshot", "restore", file); code != 0 {
+		t.Fatalf("restore: %s", errOut)
+	}
+	if code, _, errOut := runCLI("get", "/eph"); code != 0 {
+		t.Fatalf("the restored ephemeral is missing right after the restore: %s", errOut)
+	}
+	waitFor(t, "the backup's session to expire in the new cluster", func() bool {
+		code, _, errOut := runCLI("get", "/eph")
+		return code == 1 && strings.Contains(errOut, "no node")
+	})
+	code, out, _ := runCLI("locks", "--history", "/held")
+	if code != 0 || !strings.Contains(out, "session-expired") {
+		t.Fatalf("history of /held in the new cluster: %q", out)
+	}
+}
