@@ -12,7 +12,8 @@ import (
 // Caps on what one identity, or all clients together, can make the leader
 // hold. Each is a Config field, a latchd flag, and two gauges on /metrics
 // (latch_cap_limit, latch_cap_used: for per-identity caps the use of the
-// busiest identity) plus a refusal counter (latch_cap_refusals_total).
+// busiest identity) plus its refusals in latch_refused_total; the label
+// is the flag's name.
 // They are the leader's in-memory bookkeeping, not Apply's: no command's
 // outcome depends on them, so members need not agree on them.
 const (
@@ -21,20 +22,13 @@ const (
 	DefaultMaxWatchesPerIdentity = 10000
 )
 
-// Cap names, as metric labels and in refusals (with the flag that sets it).
+// Cap names: the latchd flags that set them, also the metric labels.
 const (
-	capSessions            = "sessions"
-	capSessionsPerIdentity = "sessions_per_identity"
-	capAnonymousSessions   = "anonymous_sessions_per_host"
-	capWatchesPerIdentity  = "watches_per_identity"
+	capSessions            = "max-sessions"
+	capSessionsPerIdentity = "max-sessions-per-identity"
+	capAnonymousSessions   = "max-anonymous-sessions-per-host"
+	capWatchesPerIdentity  = "max-watches-per-identity"
 )
-
-var capFlags = map[string]string{
-	capSessions:            "--max-sessions",
-	capSessionsPerIdentity: "--max-sessions-per-identity",
-	capAnonymousSessions:   "--max-anonymous-sessions-per-host",
-	capWatchesPerIdentity:  "--max-watches-per-identity",
-}
 
 // capRefusals counts refusals per cap.
 type capRefusals struct {
@@ -55,7 +49,7 @@ func (r *capRefusals) counter(name string) *atomic.Uint64 {
 
 // capError is a refusal that names the cap and the flag that raises it.
 func capError(sentinel error, name string, limit int, who string) error {
-	return fmt.Errorf("%w: %s reached the %s cap of %d (latchd %s)", sentinel, who, name, limit, capFlags[name])
+	return fmt.Errorf("%w: %s reached the cap of %d (latchd --%s)", sentinel, who, limit, name)
 }
 
 // quotaKey is what a session counts against: its identity, or for the

@@ -105,7 +105,7 @@ var (
 	descRestores = prometheus.NewDesc("latch_snapshot_restores_total", "Snapshots installed into the namespace since start.", []string{"member"}, nil)
 
 	descStreams        = prometheus.NewDesc("latch_request_streams", "Client request streams in flight, all connections (cap: --max-streams).", []string{"member"}, nil)
-	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections and requests refused by a global cap, by cap.", []string{"member", "cap"}, nil)
+	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections, requests, sessions and watches refused by a cap, by cap (its latchd flag).", []string{"member", "cap"}, nil)
 	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
 	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
 	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
@@ -129,7 +129,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks,
-		descCapLimit, descCapUsed, descCapRefusals} {
+		descCapLimit, descCapUsed} {
 		ch <- d
 	}
 }
@@ -164,7 +164,7 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, c := range f.caps() {
 				ch <- prometheus.MustNewConstMetric(descCapLimit, prometheus.GaugeValue, float64(c.limit), id, c.name)
 				ch <- prometheus.MustNewConstMetric(descCapUsed, prometheus.GaugeValue, float64(c.used), id, c.name)
-				ch <- prometheus.MustNewConstMetric(descCapRefusals, prometheus.CounterValue, float64(c.refusals), id, c.name)
+				ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(c.refusals), id, c.name)
 			}
 		}
 	}
