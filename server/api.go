@@ -373,17 +373,11 @@ func (a *apiFront) wrap(rt apiRoute) http.Handler {
 			}
 		}
 		c := a.callerOf(r)
-		if rt.local || a.s.IsLeader() {
+		if rt.local {
 			rt.h(w, r, c)
 			return
 		}
-		if c.forwarded {
-			// Never forward twice: the first member looks again.
-			w.Header().Set(hdrRetry, "leader")
-			apiError(w, a.s.notLeaderAPI())
-			return
-		}
-		a.forward(w, r, c, rt)
+		a.atLeader(w, r, c, rt.h)
 	})
 }
 
@@ -400,12 +394,15 @@ func (s *Server) notLeaderAPI() error {
 // none is known or reachable.
 const forwardPoll = 20 * time.Millisecond
 
-// forward sends r to the leader's API on c's behalf and copies the answer
-// back. While no leader is known or reachable, or the member it reached
-// says it did not act (Latch-Retry), it looks again until ApplyTimeout; a
-// request that reached a leader and failed on the way back is not resent
-// unless it only reads (503 UnknownOutcome).
-func (a *apiFront) forward(w http.ResponseWriter, r *http.Request, c caller, rt apiRoute) {
+// atLeader serves r where the ready leader is: here, or forwarded to the
+// leader's API on c's behalf with the answer copied back. While no
+// leader is known or reachable, or the attempt was not acted on (this
+// member lost leadership first, or the member reached says Latch-Retry),
+// it tries again until ApplyTimeout. A forwarded request that reached a
+// leader and failed on the way back is not resent unless it only reads
+// (503 UnknownOutcome). A request forwarded to this member is never
+// forwarded again: its first member looks again.
+func (a *apiFront) atLeader(w http.ResponseWriter, r *http.Request, c caller, h apiHandler) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.s.cfg.Transport.MaxFrameSize)))
 	if err != nil {
 		apiError(w, bodyError(err))
@@ -418,10 +415,16 @@ func (a *apiFront) forward(w http.ResponseWriter, r *http.Request, c caller, rt 
 	for {
 		lid, _ := a.s.Leader()
 		switch {
-		case lid == a.s.cfg.ID && a.s.IsLeader():
-			// We became the ready leader meanwhile.
+		case a.s.IsLeader():
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			rt.h(w, r, c)
+			rw := &retryWriter{ResponseWriter: w, pass: c.forwarded}
+			h(rw, r, c)
+			if !rw.retry {
+				return
+			}
+		case c.forwarded:
+			w.Header().Set(hdrRetry, "leader")
+			apiError(w, a.s.notLeaderAPI())
 			return
 		case lid != "" && lid != a.s.cfg.ID:
 			if addr := a.s.memberInfo(lid).APIAddr; addr != "" {
@@ -445,6 +448,35 @@ func (a *apiFront) forward(w http.ResponseWriter, r *http.Request, c caller, rt 
 		}
 	}
 }
+
+// retryWriter swallows an answer that says it was not acted on (503
+// with Latch-Retry), so atLeader can try again, unless pass (the request
+// was forwarded: the member that forwarded it retries).
+type retryWriter struct {
+	http.ResponseWriter
+	pass  bool
+	retry bool
+}
+
+func (rw *retryWriter) WriteHeader(code int) {
+	if code == http.StatusServiceUnavailable && rw.Header().Get(hdrRetry) != "" && !rw.pass {
+		rw.retry = true
+		rw.Header().Del(hdrRetry)
+		rw.Header().Del("Content-Type")
+		return
+	}
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *retryWriter) Write(b []byte) (int, error) {
+	if rw.retry {
+		return len(b), nil
+	}
+	return rw.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush event streams.
+func (rw *retryWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
 // forwardTo sends one attempt to addr. done: the answer was written.
 // A nil error with !done means the request was not acted on (it never

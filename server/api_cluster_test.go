@@ -196,7 +196,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	sh1 := api.do(200, f, "POST", "/api/v1/locks/db/acquire", map[string]any{"mode": "shared"}, hdr)
 	sh2 := api.do(200, f, "POST", "/api/v1/locks/db/acquire", map[string]any{"mode": "shared", "client_id": "other", "ttl_ms": 5000})
-	if sh1["acquired"] != true || sh2["acquired"] != true {
+	if sh1["acquired"] != true || sh2["acquired"] != true || sh1.str("expires_with") != "session" || sh1.str("expires_at") == "" {
 		t.Fatalf("shared locks: %v %v", sh1, sh2)
 	}
 	if all := api.do(200, f, "GET", "/api/v1/locks", nil).list("locks"); len(all) == 0 {

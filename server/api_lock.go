@@ -185,8 +185,18 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 	}
 	res, err := l.proposeLock(&namespace.Command{
 		Op: namespace.OpLockRequest, Path: path, Mode: namespace.LockMode(mode), Session: sid,
-		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data, Identity: c.identity,
+		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data, Identity: c.identity, Try: wait == 0,
 	})
+	if wait == 0 && errors.Is(err, session.ErrLocked) {
+		// Decided inside Apply: nothing was queued.
+		giveUp()
+		key := "acquired"
+		if election {
+			key = "leader"
+		}
+		writeJSON(w, http.StatusOK, map[string]any{key: false, "message": err.Error()})
+		return
+	}
 	if err != nil {
 		giveUp()
 		apiError(w, err)
@@ -248,9 +258,13 @@ func (a *apiFront) granted(w http.ResponseWriter, r *http.Request, c caller, nod
 	if election {
 		out = map[string]any{"leader": true, "term": token, "node": node, "session_id": sid, "revision": rev}
 	}
+	// Every grant says when it ends unless renewed: its hold deadline, or
+	// without a hold TTL its session's lease end (keepalives move it).
 	if info, err := a.s.store.Lock(node); err == nil && info.Deadline != 0 {
-		out["expires_at"] = jsonTime(info.Deadline)
+		out["expires_at"], out["expires_with"] = jsonTime(info.Deadline), "hold_ttl"
 		out["ttl_ms"] = info.HoldTTLMillis
+	} else if left := a.f.keep.expiresIn(sid); left > 0 {
+		out["expires_at"], out["expires_with"] = time.Now().Add(left).UTC().Format(time.RFC3339Nano), "session"
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -542,26 +556,18 @@ func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller
 		a.observe(w, r, path)
 		return
 	}
-	if !a.s.IsLeader() {
-		// Routed as local for observe; leader reads go to the leader.
-		if c.forwarded {
-			w.Header().Set(hdrRetry, "leader")
-			apiError(w, a.s.notLeaderAPI())
+	a.atLeader(w, r, c, func(w http.ResponseWriter, r *http.Request, _ caller) {
+		if err := a.s.LinearizableRead(r.Context()); err != nil {
+			apiError(w, err)
 			return
 		}
-		a.forward(w, r, c, apiRoute{h: a.electionRead})
-		return
-	}
-	if err := a.s.LinearizableRead(r.Context()); err != nil {
-		apiError(w, err)
-		return
-	}
-	ld := a.leaderOf(path)
-	if ld.None {
-		apiError(w, fmt.Errorf("%w: %s", session.ErrNoElectionLeader, path))
-		return
-	}
-	writeJSON(w, http.StatusOK, ld)
+		ld := a.leaderOf(path)
+		if ld.None {
+			apiError(w, fmt.Errorf("%w: %s", session.ErrNoElectionLeader, path))
+			return
+		}
+		writeJSON(w, http.StatusOK, ld)
+	})
 }
 
 // apiLeader is an election's state.
