@@ -580,6 +580,10 @@ func apiStatus(c session.Code) int {
 		return http.StatusGone
 	case session.CodeUnknownSession, session.CodeBadSecret:
 		return http.StatusUnauthorized
+	case session.CodePermissionDenied:
+		return http.StatusForbidden
+	case session.CodeReservedName:
+		return http.StatusBadRequest
 	case session.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case session.CodeTooManyWatches, session.CodeTooManySessions, session.CodeBusy:

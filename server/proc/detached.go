@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -12,21 +13,32 @@ import (
 // same Node, with errors returned instead of failing a test, and no
 // cleanup registered: the caller kills what it launched.
 
-// PickAddrs returns n loopback TCP addresses that were free a moment ago.
+// PickAddrs returns n loopback addresses whose ports were free for both TCP
+// and UDP a moment ago (a member binds its client address for QUIC).
 func PickAddrs(n int) ([]string, error) {
 	var addrs []string
-	var lns []net.Listener
+	var held []io.Closer
 	defer func() {
-		for _, ln := range lns {
-			ln.Close()
+		for _, c := range held {
+			c.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
+	for tries := 0; len(addrs) < n; tries++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("free port: %w", err)
 		}
-		lns = append(lns, ln)
+		held = append(held, ln)
+		// Any of them may become the client's QUIC (UDP) address: the
+		// port must be free for UDP too.
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		if err != nil {
+			if tries > 100 {
+				return nil, fmt.Errorf("free port: %w", err)
+			}
+			continue
+		}
+		held = append(held, pc)
 		addrs = append(addrs, ln.Addr().String())
 	}
 	return addrs, nil

@@ -48,7 +48,7 @@ type Node struct {
 	paused bool
 }
 
-// FreeAddrs returns n loopback TCP addresses that were free a moment ago.
+// FreeAddrs returns n loopback addresses free for TCP and UDP a moment ago.
 func FreeAddrs(t TB, n int) []string {
 	t.Helper()
 	addrs, err := PickAddrs(n)
