@@ -93,6 +93,9 @@ type apiFront struct {
 	// ownCert is this member's certificate (DER): a peer presenting it
 	// holds its key, so it is a member.
 	ownCert []byte
+	// verifyClients: client certificates are verified against the client
+	// CA (else one that is not a member's names nobody).
+	verifyClients bool
 	fwd     *http.Client // to the leader's API, presenting ownCert
 	routes  []apiRoute
 
@@ -216,6 +219,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	}
 	a.ownCert = base.Certificates[0].Certificate[0]
 	pool, required := base.ClientCAs, base.ClientAuth == tls.RequireAndVerifyClientCert
+	a.verifyClients = pool != nil
 	c := base.Clone()
 	c.NextProtos = []string{"h2", "http/1.1"}
 	c.ClientAuth = tls.RequestClientCert
@@ -227,7 +231,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 			return nil // required: RequireAnyClientCert refused it already
 		}
 		if pool == nil {
-			return errors.New("latch: client certificates are not accepted here (no client CA)")
+			return nil // not verified, so it names nobody (callerOf)
 		}
 		inter := x509.NewCertPool()
 		for _, c := range cs.PeerCertificates[1:] {
@@ -280,14 +284,17 @@ func (a *apiFront) callerOf(r *http.Request) caller {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return caller{}
 	}
-	c := caller{identity: session.Identity(*r.TLS)}
 	if a.isMemberCert(r.TLS.PeerCertificates[0]) {
-		c.member = true
+		c := caller{identity: session.Identity(*r.TLS), member: true}
 		if r.Header.Get(hdrForwarded) != "" {
 			c.forwarded, c.identity = true, r.Header.Get(hdrIdentity)
 		}
+		return c
 	}
-	return c
+	if !a.verifyClients {
+		return caller{} // an unverified certificate names nobody
+	}
+	return caller{identity: session.Identity(*r.TLS)}
 }
 
 // apiRoute is one route of the API: where it is served and by whom.

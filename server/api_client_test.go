@@ -24,6 +24,12 @@ type apiClient struct {
 
 func newAPIClient(t testing.TB, caFile string) *apiClient {
 	t.Helper()
+	return newAPIClientCert(t, caFile, "", "")
+}
+
+// newAPIClientCert is newAPIClient presenting a client certificate.
+func newAPIClientCert(t testing.TB, caFile, certFile, keyFile string) *apiClient {
+	t.Helper()
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +38,15 @@ func newAPIClient(t testing.TB, caFile string) *apiClient {
 	if !pool.AppendCertsFromPEM(pem) {
 		t.Fatal("no CA in", caFile)
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}, ForceAttemptHTTP2: true}
+	conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	tr := &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &apiClient{t: t, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/session"
 )
 
 // Every API route against three real latchd processes, sent to a
@@ -475,4 +477,36 @@ func TestAPIWatchResumesAcrossLeaderChange(t *testing.T) {
 		}
 	}
 	t.Logf("%d creations seen exactly once across the kill of %s (resumed at %s on %s)", len(seen), c.Nodes[li].ID, lastID, c.Nodes[nl].ID)
+}
+
+// With a client CA, the API requires a client certificate and records its
+// identity; a follower forwarding to the leader carries that identity,
+// and the forwarding headers are believed only from a member: a client
+// that sends them itself changes nothing.
+func TestAPIIdentityAcrossForwarding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	clients, err := session.EnsureDevCerts(filepath.Join(t.TempDir(), "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := proc.StartCluster(t, 3, "--tls-client-ca", clients.CA)
+	li := c.WaitLeader(t)
+	f := c.Nodes[(li+1)%3].APIAddr
+	api := newAPIClientCert(t, c.Certs.CA, clients.ClientCert, clients.ClientKey)
+	s := api.do(201, f, "POST", "/api/v1/sessions", map[string]any{"ttl_ms": 10000},
+		"Latch-Forwarded-By: n1", "Latch-Identity: root") // forged: ignored
+	identity := ""
+	for _, x := range api.do(200, f, "GET", "/api/v1/sessions", nil).list("sessions") {
+		if x := x.(map[string]any); uint64(x["id"].(float64)) == s.num("session_id") {
+			identity = x["identity"].(string)
+		}
+	}
+	if identity != session.DevClientName {
+		t.Fatalf("session opened through follower has identity %q, want %q", identity, session.DevClientName)
+	}
+	if _, _, err := newAPIClient(t, c.Certs.CA).raw(f, "GET", "/api/v1/health", nil); err == nil {
+		t.Fatal("a client without a certificate was served although a client CA is required")
+	}
 }
