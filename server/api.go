@@ -96,8 +96,8 @@ type apiFront struct {
 	// verifyClients: client certificates are verified against the client
 	// CA (else one that is not a member's names nobody).
 	verifyClients bool
-	fwd     *http.Client // to the leader's API, presenting ownCert
-	routes  []apiRoute
+	fwd           *http.Client // to the leader's API, presenting ownCert
+	routes        []apiRoute
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
