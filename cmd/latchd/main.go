@@ -113,7 +113,7 @@ func (o *options) register(fs *flag.FlagSet) {
 		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
 	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
 		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
-	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated, made admins of / by the first leader when the cluster has no ACL rules (--dev: "+session.DevClientName+")")
+	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate), made admins of / by the first leader when the cluster has no ACL rules (--dev: "+session.DevClientName+")")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
 	fs.IntVar(&o.maxSessions, "max-sessions", def.MaxSessions, "open sessions in the whole cluster")
 	fs.IntVar(&o.maxSessionsPerID, "max-sessions-per-identity", def.MaxSessionsPerIdentity, "open sessions of one client identity")
@@ -209,6 +209,23 @@ func configValue(f *flag.Flag, v any) (string, error) {
 	return "", fmt.Errorf("unsupported value %v (want a string, number, boolean or list of strings)", v)
 }
 
+// parseAdmins reads --admins: identities separated by commas; a Go-quoted
+// item may hold anything ("" names clients without a certificate).
+func parseAdmins(s string) ([]string, error) {
+	var out []string
+	for _, item := range splitList(s) {
+		if strings.HasPrefix(item, `"`) {
+			u, err := strconv.Unquote(item)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --admins: %s: %v", errUsage, item, err)
+			}
+			item = u
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
 // splitList splits a comma-separated flag, dropping empty items.
 func splitList(s string) []string {
 	var out []string
@@ -286,7 +303,9 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests
 		cfg.MaxWatchesPerConn = max(cfg.MaxRequestsPerConn/2, 1)
 	}
-	cfg.Admins = splitList(o.admins)
+	if cfg.Admins, err = parseAdmins(o.admins); err != nil {
+		return cfg, err
+	}
 	if o.dev && len(cfg.Admins) == 0 {
 		cfg.Admins = []string{session.DevClientName} // the CLI's dev certificate
 	}

@@ -105,6 +105,11 @@ func Check(ev *Evidence, opts CheckOptions) []Verdict {
 	} else {
 		out = append(out, skipped(CheckElection, "no election workload"))
 	}
+	if ev.Params.Rogue {
+		out = append(out, checkRogue(ev))
+	} else {
+		out = append(out, skipped(CheckAuthorization, "no rogue worker"))
+	}
 	return out
 }
 

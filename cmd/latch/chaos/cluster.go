@@ -41,7 +41,8 @@ type cluster struct {
 }
 
 // startCluster starts n members and waits for a ready leader.
-func startCluster(n int, bin, dir string, certs session.DevCerts) (*cluster, error) {
+// extra are further latchd flags for every member.
+func startCluster(n int, bin, dir string, certs session.DevCerts, extra ...string) (*cluster, error) {
 	c := &cluster{certs: certs}
 	var peers []string
 	for i := 0; i < n; i++ {
@@ -58,8 +59,8 @@ func startCluster(n int, bin, dir string, certs session.DevCerts) (*cluster, err
 		peers = append(peers, id+"="+nd.RaftAddr)
 	}
 	for _, nd := range c.nodes {
-		nd.Args = []string{"--bootstrap", strings.Join(peers, ","), "--fault-injection",
-			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}
+		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","), "--fault-injection",
+			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, extra...)
 		if err := nd.Launch(); err != nil {
 			c.stop()
 			return nil, err

@@ -16,6 +16,10 @@ const (
 	WorkloadElection = "election"
 )
 
+// RoleRogue is the role of the rogue worker (Config.Rogue): not a
+// workload the other workers share, one extra worker.
+const RoleRogue = "rogue"
+
 // AllWorkloads lists every workload in the order roles are handed out.
 var AllWorkloads = []string{WorkloadLocks, WorkloadKV, WorkloadElection}
 
@@ -30,10 +34,13 @@ const (
 	// BugUseAfterLost: some locks workers keep using a lock after Lost()
 	// and hold locks long, so a worker pause lands inside a hold.
 	BugUseAfterLost = "use-after-lost"
+	// BugRogueAdmin: the cluster makes clients without a certificate
+	// (the rogue among them) admins, so the rogue's attacks succeed.
+	BugRogueAdmin = "rogue-admin"
 )
 
 // Bugs lists every --inject-bug value.
-var Bugs = []string{BugSkipLock, BugIgnoreTokens, BugUseAfterLost}
+var Bugs = []string{BugSkipLock, BugIgnoreTokens, BugUseAfterLost, BugRogueAdmin}
 
 // Config configures a chaos run. Start from DefaultConfig.
 type Config struct {
@@ -70,6 +77,11 @@ type Config struct {
 	Out string
 	// InjectBug plants one of Bugs; "" for none.
 	InjectBug string
+	// Rogue adds a worker with no rights over the others' nodes that keeps
+	// trying to delete, overwrite and steal their locks and election
+	// nodes (and to lock / and plant reserved names); the run fails if it
+	// ever succeeds. Default on.
+	Rogue bool
 	// LatchdBin and FencedstoreBin are the binaries to run; "" takes the
 	// one beside the latch executable, else builds it into Out/bin inside a
 	// latch source checkout, else the one on PATH.
@@ -100,6 +112,7 @@ func DefaultConfig() Config {
 		Seed:          1,
 		SessionTTL:    3 * time.Second,
 		LockDelay:     time.Second,
+		Rogue:         true,
 	}
 }
 
@@ -146,6 +159,12 @@ func (c *Config) Validate() error {
 		if !slices.Contains(Bugs, c.InjectBug) {
 			return bad("InjectBug", "unknown bug %q (want %s)", c.InjectBug, strings.Join(Bugs, ", "))
 		}
+		if c.InjectBug == BugRogueAdmin {
+			if !c.Rogue {
+				return bad("InjectBug", "%s needs the rogue worker", c.InjectBug)
+			}
+			return nil
+		}
 		if !slices.Contains(c.Workloads, WorkloadLocks) || c.lockWorkers() < 2 {
 			return bad("InjectBug", "%s needs the locks workload with at least 2 workers", c.InjectBug)
 		}
@@ -173,7 +192,7 @@ func (c *Config) lockWorkers() int {
 // other locks worker, starting with the first, so correct workers remain
 // to collide with.
 func (c *Config) buggy(slot int) bool {
-	if c.InjectBug == "" || c.roleOf(slot) != WorkloadLocks {
+	if c.InjectBug == "" || c.InjectBug == BugRogueAdmin || c.roleOf(slot) != WorkloadLocks {
 		return false
 	}
 	n := 0

@@ -96,6 +96,7 @@ type Params struct {
 	PollInterval    time.Duration `json:"poll_interval"`
 	ElectionTimeout time.Duration `json:"election_timeout"`
 	Workloads       []string      `json:"workloads"`
+	Rogue           bool          `json:"rogue,omitempty"`
 	Start           int64         `json:"start"` // unix nanoseconds
 	End             int64         `json:"end"`
 }

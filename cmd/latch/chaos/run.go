@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	params := Params{SessionTTL: cfg.SessionTTL, LockDelay: cfg.LockDelay, PollInterval: pollInterval,
-		ElectionTimeout: electionTimeout, Workloads: cfg.Workloads, Start: started.UnixNano()}
+		ElectionTimeout: electionTimeout, Workloads: cfg.Workloads, Rogue: cfg.Rogue, Start: started.UnixNano()}
 	runErr := r.exercise(ctx, &params)
 	r.teardown()
 	if runErr != nil {
@@ -123,7 +123,11 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.progress("starting %d members", cfg.Members)
-	if r.cluster, err = startCluster(cfg.Members, latchd, filepath.Join(cfg.Out, "members"), certs); err != nil {
+	var extra []string
+	if cfg.InjectBug == BugRogueAdmin {
+		extra = []string{"--admins", `""`} // every client without a certificate is an admin
+	}
+	if r.cluster, err = startCluster(cfg.Members, latchd, filepath.Join(cfg.Out, "members"), certs, extra...); err != nil {
 		return err
 	}
 	if r.store, err = startStore(fenced, cfg.Out, cfg.InjectBug == BugIgnoreTokens); err != nil {

@@ -141,6 +141,9 @@ func TestChaosRun(t *testing.T) {
 			t.Errorf("no successful %s: the workload did not run", op)
 		}
 	}
+	if rep.Operations[OpRogueDelete][OutcomeFail]+rep.Operations[OpRogueLockRoot][OutcomeFail] == 0 {
+		t.Errorf("the rogue worker's attacks were never refused: it did not run (%v)", rep.Operations)
+	}
 	if slices.Contains(cfg.Workloads, WorkloadLocks) && rep.Grants == 0 {
 		t.Error("no lock granted")
 	}
@@ -184,5 +187,25 @@ func TestChaosInjectedBugIsCaught(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(cfg.Out, f)); err != nil {
 			t.Errorf("failed run left no %s: %v", f, err)
 		}
+	}
+}
+
+// TestChaosRogueAdminIsCaught: with every client without a certificate
+// made an admin (the planted bug), the rogue worker's attacks succeed and
+// the authorization checker fails the run.
+func TestChaosRogueAdminIsCaught(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.InjectBug = BugRogueAdmin
+	cfg.Workloads, cfg.Workers = []string{WorkloadLocks, WorkloadElection}, 3
+	cfg.Faults, cfg.Duration = nil, 8*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	defer logReport(t, rep, cfg.Out)
+	if !errors.Is(err, ErrViolations) {
+		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
+	}
+	if !strings.Contains(rep.violationKinds(), ViolationUnauthorized) {
+		t.Fatalf("violations %q do not name %s", rep.violationKinds(), ViolationUnauthorized)
 	}
 }

@@ -63,7 +63,7 @@ type WorkerOptions struct {
 
 // Register declares the options as flags on fs.
 func (o *WorkerOptions) Register(fs *flag.FlagSet) {
-	fs.StringVar(&o.Role, "role", "", "workload: locks, kv or election")
+	fs.StringVar(&o.Role, "role", "", "workload: locks, kv, election, or rogue (attacks the others' nodes)")
 	fs.StringVar(&o.ID, "id", "", "worker id, recorded in every history record")
 	fs.StringVar(&o.Store, "store", "", "fencedstore address host:port")
 	fs.StringVar(&o.History, "history", "", "history file (JSON lines, appended)")
@@ -111,6 +111,9 @@ func RunWorker(ctx context.Context, o WorkerOptions, cfg client.Config, stderr i
 }
 
 func validRole(r string) bool {
+	if r == RoleRogue {
+		return true
+	}
 	for _, w := range AllWorkloads {
 		if r == w {
 			return true
@@ -169,6 +172,8 @@ func (w *worker) run(ctx context.Context, cfg client.Config) int {
 		werr = w.runLocks(wctx)
 	case WorkloadElection:
 		werr = w.runElection(wctx)
+	case RoleRogue:
+		werr = w.runRogue(wctx)
 	}
 	wcancel()
 	if werr != nil && !errors.Is(werr, context.Canceled) {

@@ -64,6 +64,9 @@ func newWorkers(cfg *Config, spec workerSpec, logf func(string, ...any)) *worker
 	for i := 0; i < cfg.Workers; i++ {
 		w.slots = append(w.slots, &workerSlot{slot: i, role: cfg.roleOf(i), buggy: cfg.buggy(i)})
 	}
+	if cfg.Rogue {
+		w.slots = append(w.slots, &workerSlot{slot: cfg.Workers, role: RoleRogue})
+	}
 	return w
 }
 
