@@ -10,7 +10,8 @@
 # Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
 # HTTP 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in
 # DIR/nX.log. BIN=PATH takes latchd and latch from PATH instead of building
-# them (to compare an old build with a new one in one session).
+# them (to compare an old build with a new one in one session); FLAGS="..."
+# adds latchd flags to every member (e.g. raft timeouts).
 set -eu
 cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=${2:?usage: cluster.sh start|stop DIR}
@@ -34,7 +35,7 @@ start)
 		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --bootstrap "$peers" \
 			--client-addr "127.0.0.1:${base}42$i" --raft-addr "127.0.0.1:${base}52$i" \
 			--http-addr "127.0.0.1:${base}62$i" --api-addr "127.0.0.1:${base}72$i" \
-			--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server-key.pem" \
+			--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server-key.pem" ${FLAGS:-} \
 			>"$dir/n$i.log" 2>&1 &
 		echo $! >"$dir/n$i.pid"
 	done
