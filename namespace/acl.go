@@ -359,7 +359,7 @@ func (s *Store) loadACL() error {
 		if err != nil {
 			return err
 		}
-		v, err := item.ValueCopy(nil)
+		v, err := valueCopy(item)
 		if err != nil {
 			return err
 		}

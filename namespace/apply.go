@@ -36,8 +36,17 @@ func (s *Store) ApplyBatch(entries []BatchEntry) []*Result {
 		}
 		if r.Err == nil && c.historyErr != nil {
 			// The lock history could not be read: a storage failure.
-			b.fail(c.historyErr)
-			r.Err = b.err
+			r.Err = c.historyErr
+			if !errors.Is(r.Err, ErrStorage) {
+				r.Err = fmt.Errorf("%w: lock history: %w", ErrStorage, r.Err)
+			}
+		}
+		if errors.Is(r.Err, ErrStorage) {
+			// Not a refusal but a store that cannot be trusted: nothing
+			// of this batch is recorded (integrity.go).
+			b.fail(r.Err)
+			r.Err, r.Events = b.err, nil
+			continue
 		}
 		if r.Err != nil {
 			r.Events = nil
@@ -76,6 +85,8 @@ func (s *Store) newBatch() *batch {
 		b.err = ErrClosed
 	case s.broken != nil:
 		b.err = s.broken
+	case s.Err() != nil:
+		b.err = s.Err()
 	default:
 		b.txn = s.db.NewTransaction(true)
 	}
@@ -147,11 +158,18 @@ func (b *batch) commitAndRenew() bool {
 	return true
 }
 
-// fail marks the store broken: the FSM cannot go on after a lost write, and
-// every result whose effects were in the lost transaction says so.
+// fail marks the store broken: the FSM cannot go on after a lost write or
+// a failed read, and every result whose effects were in the discarded
+// transaction says so.
 func (b *batch) fail(err error) {
-	b.err = fmt.Errorf("%w: commit: %w", ErrStorage, err)
+	if !errors.Is(err, ErrStorage) {
+		err = fmt.Errorf("%w: commit: %w", ErrStorage, err)
+	}
+	b.err = b.s.fault(err)
 	b.s.broken = b.err
+	if b.txn != nil {
+		b.txn.Discard()
+	}
 	for _, r := range b.pending {
 		r.Err, r.Events = b.err, nil
 	}
@@ -241,7 +259,7 @@ func (c *cmdCtx) node(p string) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
 	}
-	v, err := item.ValueCopy(nil)
+	v, err := valueCopy(item)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
 	}
@@ -280,7 +298,7 @@ func (c *cmdCtx) getRaw(key []byte) (v []byte, ok bool, err error) {
 		return nil, false, nil
 	}
 	if err == nil {
-		v, err = item.ValueCopy(nil)
+		v, err = valueCopy(item)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: read %q: %w", ErrStorage, key, err)

@@ -32,7 +32,7 @@ func (s *Store) Dump(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "applied=%d clock=%d\n", applied, int64(clock))
 		if item, err := txn.Get(metaLimits); err == nil {
-			v, err := item.ValueCopy(nil)
+			v, err := valueCopy(item)
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func dumpACL(w io.Writer, txn *badger.Txn) error {
 	if err != nil {
 		return err
 	}
-	err = item.Value(func(v []byte) error {
+	err = itemValue(item, func(v []byte) error {
 		if len(v) != 2 {
 			return fmt.Errorf("%w: acl meta %x", ErrStorage, v)
 		}

@@ -18,7 +18,10 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 	}
 	err := s.db.View(fn)
 	if err != nil && !isNamespaceError(err) {
-		return fmt.Errorf("%w: %w", ErrStorage, err)
+		err = fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	if errors.Is(err, ErrStorage) {
+		return s.fault(err)
 	}
 	return err
 }
@@ -41,7 +44,7 @@ func scan(txn *badger.Txn, prefix []byte, fn func(k, v []byte) error) error {
 	defer it.Close()
 	for it.Seek(prefix); it.Valid(); it.Next() {
 		item := it.Item()
-		err := item.Value(func(v []byte) error { return fn(item.Key(), v) })
+		err := itemValue(item, func(v []byte) error { return fn(item.Key(), v) })
 		if err != nil {
 			return err
 		}
@@ -58,7 +61,7 @@ func readNode(txn *badger.Txn, p string) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
 	}
-	v, err := item.ValueCopy(nil)
+	v, err := valueCopy(item)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read %s: %w", ErrStorage, p, err)
 	}

@@ -170,7 +170,7 @@ func (s *Store) Session(id uint64) (SessionInfo, error) {
 		if err != nil {
 			return err
 		}
-		return item.Value(func(v []byte) error {
+		return itemValue(item, func(v []byte) error {
 			si, err = decodeSession(id, v)
 			return err
 		})

@@ -106,7 +106,7 @@ func (s *Store) loadLimits() error {
 		if err != nil {
 			return err
 		}
-		v, err := item.ValueCopy(nil)
+		v, err := valueCopy(item)
 		if err != nil {
 			return err
 		}

@@ -80,7 +80,7 @@ func (snap *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
-		err := item.Value(func(v []byte) error {
+		err := itemValue(item, func(v []byte) error {
 			hdr = binary.AppendUvarint(hdr[:0], uint64(len(item.Key())))
 			if _, err := out.Write(hdr); err != nil {
 				return err

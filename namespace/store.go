@@ -71,7 +71,12 @@ type Store struct {
 	applied atomic.Uint64 // last committed applied index
 	clock   int64         // last committed leader clock; guarded by mu
 	broken  error         // set when a commit failed; guarded by mu
-	closed  atomic.Bool
+	// faultErr is the first storage error met (integrity.go); failed is
+	// closed then.
+	faultMu  sync.Mutex
+	faultErr error
+	failed   chan struct{}
+	closed   atomic.Bool
 
 	// locks is derived from the lock records; replaced by Restore (under
 	// mu and gate), so readers reach it under gate.
@@ -137,6 +142,12 @@ func Open(cfg Config) (*Store, error) {
 		WithValueThreshold(valueThreshold).
 		WithNumCompactors(2).
 		WithCompression(options.None).
+		// Every table is verified whole when opened (at Open, and after
+		// each compaction writes one). Not OnTableAndBlockRead: badger
+		// v4.9 panics (nil block in VerifyChecksum's error path) when a
+		// table fails verification in that mode.
+		WithChecksumVerificationMode(options.OnTableRead).
+		WithVerifyValueChecksum(true).
 		WithMetricsEnabled(false).
 		WithLogger(nil)
 	if cfg.InMemory {
@@ -156,6 +167,11 @@ func Open(cfg Config) (*Store, error) {
 		maxTxnBytes:    int64(maxBatch / 2),
 		maxTxnCount:    int64(maxBatch / 96 / 2), // 96: badger's skiplist node size
 		valueThreshold: valueThreshold,
+		failed:         make(chan struct{}),
+	}
+	if err := s.verify(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if err := s.loadMeta(); err != nil {
 		db.Close()
@@ -221,7 +237,7 @@ func readUint64(txn *badger.Txn, key []byte) (uint64, error) {
 		return 0, fmt.Errorf("%s: %w", key, err)
 	}
 	var v uint64
-	err = item.Value(func(b []byte) error {
+	err = itemValue(item, func(b []byte) error {
 		if len(b) != 8 {
 			return fmt.Errorf("%s: %d bytes", key, len(b))
 		}

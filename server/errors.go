@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
 )
 
@@ -23,7 +24,11 @@ var (
 	// error whether its connection broke or the leader lost the write.
 	ErrUnknownOutcome = session.ErrUnknownOutcome
 	ErrJoin           = errors.New("latch: join failed")
-	ErrBadRequest     = errors.New("latch: bad request")
+	// ErrMemberFailed: this member met a storage fault or found its state
+	// diverged, and stopped serving (storagefault.go). It is a
+	// namespace.ErrClosed on the wire, so clients go to another member.
+	ErrMemberFailed = fmt.Errorf("%w: this member failed (storage fault or state divergence) and stopped serving; use another member", namespace.ErrClosed)
+	ErrBadRequest   = errors.New("latch: bad request")
 )
 
 // NotLeaderError says this member is not the leader and names the leader

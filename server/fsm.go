@@ -120,7 +120,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if f.clock != nil && len(entries) > 0 {
 		f.clock.observe(f.store.Clock())
 	}
-	if len(logs) > 0 {
+	if len(logs) > 0 && f.store.Err() == nil {
+		// A store that met a storage error applied none of the batch:
+		// nothing waiting for these indexes may be told otherwise.
 		f.advance(logs[len(logs)-1].Index)
 	}
 	f.checkLimits()

@@ -43,7 +43,11 @@ func (s *Server) httpHandler() http.Handler {
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	if s.running() != nil || s.raft.State() == raft.Shutdown {
+	if err := s.running(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if s.raft.State() == raft.Shutdown {
 		http.Error(w, "shut down", http.StatusServiceUnavailable)
 		return
 	}

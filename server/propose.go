@@ -49,12 +49,22 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	f := s.raft.Apply(data, timeout)
 	if err := waitFuture(ctx, f); err != nil {
 		s.metrics.proposed("error", start)
+		if failed := s.Err(); failed != nil {
+			// This member stopped serving while the entry was in flight;
+			// it may have committed through the others.
+			return nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, failed)
+		}
 		return nil, s.proposeError(err)
 	}
 	res, ok := f.Response().(*namespace.Result)
 	if !ok || res == nil {
 		s.metrics.proposed("error", start)
 		return nil, fmt.Errorf("%w: %T", ErrBadResponse, f.Response())
+	}
+	if errors.Is(res.Err, namespace.ErrStorage) {
+		// Committed, but this member could not apply it: the others do.
+		s.metrics.proposed("error", start)
+		return nil, fmt.Errorf("%w: committed but not applied here: %w", ErrUnknownOutcome, res.Err)
 	}
 	if res.Err != nil {
 		s.metrics.proposed("rejected", start)

@@ -64,6 +64,8 @@ type Server struct {
 	mu       sync.Mutex // guards started, closed
 	started  bool
 	closed   bool
+	failErr  error         // why this member stopped serving (storagefault.go)
+	failedC  chan struct{} // closed when failErr is set
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closeErr error
@@ -79,10 +81,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger.With("member", cfg.ID)
 	s := &Server{
-		cfg:   cfg,
-		log:   log,
-		stop:  make(chan struct{}),
-		obsCh: make(chan raft.Observation, 64),
+		cfg:     cfg,
+		log:     log,
+		stop:    make(chan struct{}),
+		failedC: make(chan struct{}),
+		obsCh:   make(chan raft.Observation, 64),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.leader.init()
@@ -269,6 +272,7 @@ func (s *Server) Start() error {
 			s.log.Error("admin http stopped", "err", err)
 		}
 	})
+	s.goFunc(s.watchStorage)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()
@@ -440,6 +444,8 @@ func (s *Server) running() error {
 		return ErrClosed
 	case !s.started:
 		return ErrNotStarted
+	case s.failErr != nil:
+		return s.failErr
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/session"
@@ -363,6 +364,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s, err := server.New(cfg)
+	if errors.Is(err, namespace.ErrStorage) {
+		logger.Error("refusing to start: this member's data is damaged or unreadable; replace its data dir (start it empty with --join) or restore a snapshot", "err", err)
+		return 1
+	}
 	if err != nil {
 		logger.Error("cannot open member", "err", err)
 		return 1
@@ -377,6 +382,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Info("shutting down")
 	case <-s.Removed():
 		logger.Error("shutting down: this member was removed from the cluster; to bring it back, delete its data dir and start it with --join")
+	case <-s.Failed():
+		// The member logged why; it has stopped serving.
+		s.Close()
+		return 1
 	}
 	if err := s.Close(); err != nil {
 		logger.Error("shutdown", "err", err)

@@ -79,6 +79,11 @@ func Open(cfg Config) (*Store, error) {
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
 		WithCompression(options.None).
+		// Damaged files fail instead of yielding wrong entries: tables are
+		// verified whole when opened, value-log values on every read (see
+		// namespace/integrity.go for why not OnTableAndBlockRead).
+		WithChecksumVerificationMode(options.OnTableRead).
+		WithVerifyValueChecksum(true).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(opts)
 	if err != nil {

@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/servertest"
+)
+
+// TestStorageFaultStopsTheLeader damages a value under the running
+// leader's store; the next command that reads it is not applied there:
+// the leader fails (Failed, Err), fails /healthz and /readyz, refuses
+// requests with an error clients treat as "go elsewhere", and another
+// member takes over with the write applied.
+func TestStorageFaultStopsTheLeader(t *testing.T) {
+	dirs := make([]string, 3)
+	c := servertest.StartCluster(t, 3, &servertest.Options{Configure: func(i int, cfg *server.Config) {
+		dirs[i] = cfg.DataDir
+	}})
+	leader := c.WaitLeader()
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("leader-value-log-data."), 400)
+	if r := c.Propose(ctx, &namespace.Command{Op: namespace.OpCreate, Path: "/big", Data: big}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	s := c.Server(leader)
+	flipVlog(t, filepath.Join(dirs[leader], "fsm"), big[:44])
+	applied := s.Store().AppliedIndex()
+
+	_, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpSet, Path: "/big", Data: []byte("new"), Version: namespace.AnyVersion})
+	if !errors.Is(err, server.ErrUnknownOutcome) {
+		t.Fatalf("Propose on the damaged leader: %v, want ErrUnknownOutcome (committed, not applied here)", err)
+	}
+	<-s.Failed()
+	if !errors.Is(s.Err(), server.ErrMemberFailed) || !errors.Is(s.Err(), namespace.ErrStorage) {
+		t.Fatalf("Err = %v", s.Err())
+	}
+	if got := s.Store().AppliedIndex(); got != applied {
+		t.Fatalf("the failed store recorded index %d as applied (was %d)", got, applied)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s on the failed member: %d, want 503", path, resp.StatusCode)
+		}
+	}
+	if _, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpNoop}); !errors.Is(err, namespace.ErrClosed) {
+		t.Fatalf("Propose after the failure: %v, want an ErrClosed (go elsewhere)", err)
+	}
+	// The failed member stepped down and stopped taking part; another
+	// member leads, with the write applied.
+	next := -1
+	servertest.Eventually(t, "another member leads", func() error {
+		for _, i := range c.Running() {
+			if i != leader && c.Server(i).IsLeader() {
+				next = i
+				return nil
+			}
+		}
+		return errors.New("no other ready leader")
+	})
+	c.Stop(leader)
+	data, _, err := c.Server(next).Store().Get("/big")
+	if err != nil || string(data) != "new" {
+		t.Fatalf("new leader: %q %v", data, err)
+	}
+}
+
+func flipVlog(t *testing.T, dir string, pattern []byte) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, pattern); i >= 0 {
+			fh, err := os.OpenFile(f, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			at := i + len(pattern)/2
+			if _, err := fh.WriteAt([]byte{b[at] ^ 1}, int64(at)); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("pattern not in %v", files)
+}
