@@ -14,6 +14,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 // Backups (latch snapshot save / restore). A backup is the leader's
@@ -144,7 +145,7 @@ func (s *Server) RestoreBackup(ctx context.Context, path string, force bool) (ad
 	// Sessions attached before the restore are gone (or, worse, a
 	// backup's session has the same id): every client reconnects and
 	// resumes with its secret, which only the backup's clients have.
-	s.front.dropClients("state restored from a backup")
+	s.front.dropClients(session.ConnShutdown, "state restored from a backup")
 	// The backup brought the old cluster's member records: put back ours.
 	restored, err := s.store.Members()
 	if err != nil {

@@ -28,6 +28,31 @@ func (s *Server) followedLeader() (id string) {
 	return string(lid)
 }
 
+// leadershipMoved closes every client connection when this member stops
+// being the ready leader: clients connect to the leader only, and a
+// deposed leader cut off from the others (a partition) would otherwise
+// keep their lock waits, keepalives and requests answering "not the
+// leader" without naming a successor. Closing sends them to look for
+// the new leader at once; their sessions, lock requests and watches
+// resume there.
+func (f *front) leadershipMoved() {
+	sub, cancel := f.s.SubscribeLeadership()
+	defer cancel()
+	was := false
+	for {
+		select {
+		case <-f.s.stop:
+			return
+		case ready := <-sub:
+			if was && !ready {
+				f.log.Info("leadership lost: closing client connections")
+				f.dropClients(session.ConnNotLeader, "leadership moved")
+			}
+			was = ready
+		}
+	}
+}
+
 // probeLoop answers leader probes (session.Probe) on the client port
 // until the listener closes.
 func (f *front) probeLoop() {

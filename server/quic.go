@@ -273,14 +273,15 @@ func (s *Server) startFront() {
 	f := s.front
 	s.goFunc(f.acceptLoop)
 	s.goFunc(f.probeLoop)
+	s.goFunc(f.leadershipMoved)
 	s.goFunc(func() { f.keep.run(s.stop) })
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 
-// dropClients closes every client connection with ConnShutdown: the
-// clients reconnect and resume their sessions, if this member still knows
-// them.
-func (f *front) dropClients(why string) {
+// dropClients closes every client connection with code (ConnShutdown,
+// ConnNotLeader) and why: the clients reconnect, to the leader, and resume
+// their sessions.
+func (f *front) dropClients(code quic.ApplicationErrorCode, why string) {
 	f.mu.Lock()
 	conns := make([]*clientConn, 0, len(f.conns))
 	for c := range f.conns {
@@ -288,7 +289,7 @@ func (f *front) dropClients(why string) {
 	}
 	f.mu.Unlock()
 	for _, c := range conns {
-		c.conn.CloseWithError(session.ConnShutdown, why)
+		c.conn.CloseWithError(code, why)
 	}
 }
 
@@ -307,7 +308,7 @@ func (s *Server) closeFront() {
 	}
 	f.closed = true
 	f.mu.Unlock()
-	f.dropClients("member shutting down")
+	f.dropClients(session.ConnShutdown, "member shutting down")
 	if err := f.ln.Close(); err != nil {
 		f.log.Warn("close client listener", "err", err)
 	}

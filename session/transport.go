@@ -130,7 +130,10 @@ const (
 	ConnVersion  quic.ApplicationErrorCode = 1 // Hello carried another protocol version
 	ConnProtocol quic.ApplicationErrorCode = 2 // the peer broke the protocol
 	ConnShutdown quic.ApplicationErrorCode = 3 // the server is stopping
-	ConnBusy     quic.ApplicationErrorCode = 4 // the server holds as many connections as it takes (the reason names the cap)
+	// ConnNotLeader: the member stopped being the leader; the client
+	// looks for the new one (connections are to the leader).
+	ConnNotLeader quic.ApplicationErrorCode = 5
+	ConnBusy      quic.ApplicationErrorCode = 4 // the server holds as many connections as it takes (the reason names the cap)
 )
 
 // Conn is one client↔server QUIC connection. It embeds *quic.Conn for

@@ -51,7 +51,8 @@ func init() {
   failover        starts --members latchd processes itself (--latchd-bin, or
                   go build ./cmd/latchd) and runs --rounds rounds: a holder
                   and --waiters waiters on one lock (one connection each),
-                  the leader gets --signal (kill or stop) and the holder
+                  the leader gets --signal (kill, stop, or partition: its
+                  raft traffic is cut, clients still reach it) and the holder
                   releases at once; each waiter releases when granted.
                   Reports signal -> new leader elected, -> every client
                   connected to it, -> first grant, -> all granted (median,
@@ -91,7 +92,7 @@ With -o json the report is one JSON document (durations in ms).`,
 			fs.IntVar(&fc.Members, "members", bench.DefaultFailoverMembers, "failover: latchd processes to start")
 			fs.IntVar(&fc.Rounds, "rounds", bench.DefaultFailoverRounds, "failover: leader failures")
 			fs.IntVar(&fc.Waiters, "waiters", bench.DefaultFailoverWaiters, "failover: clients queued behind the holder")
-			signal := fs.String("signal", "kill", "failover: kill (SIGKILL) or stop (SIGSTOP) the leader")
+			signal := fs.String("signal", "kill", "failover: kill (SIGKILL) or stop (SIGSTOP) the leader, or partition it from the other members")
 			fs.StringVar(&fc.LatchdBin, "latchd-bin", "", "failover: latchd binary (default: go build ./cmd/latchd)")
 			fs.StringVar(&fc.Dir, "dir", "", "failover: directory for the members' data and logs, kept afterwards (default: a temporary one, removed)")
 			verbose := fs.Bool("v", false, "log progress to stderr")
@@ -104,8 +105,10 @@ With -o json the report is one JSON document (durations in ms).`,
 						cfg.Signal = syscall.SIGKILL
 					case "stop":
 						cfg.Signal = syscall.SIGSTOP
+					case "partition":
+						cfg.Partition = true
 					default:
-						return fmt.Errorf("%w: --signal %q: want kill or stop", errUsage, *signal)
+						return fmt.Errorf("%w: --signal %q: want kill, stop or partition", errUsage, *signal)
 					}
 					cfg.OpTimeout = e.g.timeout
 					if *verbose {

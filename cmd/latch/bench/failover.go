@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +43,10 @@ type FailoverConfig struct {
 	Members, Rounds, Waiters int
 	// Signal is syscall.SIGKILL (default) or syscall.SIGSTOP.
 	Signal syscall.Signal
+	// Partition cuts the leader's raft traffic to every other member
+	// (latchd --fault-injection, POST /v1/faults) instead of signalling
+	// it; clients still reach it. The cut heals after the round.
+	Partition bool
 	// LatchdBin is the latchd to run; "" builds ./cmd/latchd into Dir.
 	LatchdBin string
 	// Dir holds the members' data and logs; "" is a new temporary
@@ -126,6 +132,7 @@ type failoverRun struct {
 	nodes   []*proc.Node
 	clients []*client.Client // 0: the holder; 1..Waiters: the waiters
 	path    string
+	cut     *proc.Node // the member cut off by Partition, until recover
 }
 
 // RunFailover runs the failover scenario and returns its report. It stops
@@ -200,7 +207,7 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 		return nil, err
 	}
 
-	rep := &FailoverReport{Scenario: ScenarioFailover, Members: cfg.Members, Waiters: cfg.Waiters, Signal: signalName(cfg.Signal)}
+	rep := &FailoverReport{Scenario: ScenarioFailover, Members: cfg.Members, Waiters: cfg.Waiters, Signal: cfg.fault()}
 	for i := range cfg.Rounds {
 		if ctx.Err() != nil {
 			rep.Truncated = true
@@ -226,6 +233,13 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	}
 	rep.Elected, rep.Reconnected, rep.FirstGrant, rep.AllGranted = Summarize(el), Summarize(rc), Summarize(fg), Summarize(ag)
 	return rep, nil
+}
+
+func (c FailoverConfig) fault() string {
+	if c.Partition {
+		return "partition"
+	}
+	return signalName(c.Signal)
 }
 
 func signalName(s syscall.Signal) string {
@@ -254,6 +268,9 @@ func (r *failoverRun) start(bin string, certs session.DevCerts) error {
 	for _, nd := range r.nodes {
 		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
 			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, r.cfg.Args...)
+		if r.cfg.Partition {
+			nd.Args = append(nd.Args, "--fault-injection")
+		}
 		if err := nd.Launch(); err != nil {
 			return err
 		}
@@ -393,7 +410,7 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 
 	// The failover.
 	t0 := time.Now()
-	if err := old.Signal(r.cfg.Signal); err != nil {
+	if err := r.fail(li); err != nil {
 		return rd, err
 	}
 	unlocked := make(chan error, 1)
@@ -529,9 +546,50 @@ func (r *failoverRun) waitConnected(ctx context.Context, id string) error {
 	}
 }
 
+// fail signals member i, or cuts it off from the others' raft traffic
+// (both ways).
+func (r *failoverRun) fail(i int) error {
+	if !r.cfg.Partition {
+		return r.nodes[i].Signal(r.cfg.Signal)
+	}
+	var others []string
+	for j, nd := range r.nodes {
+		if j != i {
+			others = append(others, nd.RaftAddr)
+			if err := r.block(nd, r.nodes[i].RaftAddr); err != nil {
+				return err
+			}
+		}
+	}
+	r.cut = r.nodes[i]
+	return r.block(r.nodes[i], others...)
+}
+
+// block makes nd drop its raft traffic with addrs (none: heal).
+func (r *failoverRun) block(nd *proc.Node, addrs ...string) error {
+	body, _ := json.Marshal(map[string][]string{"block": append([]string{}, addrs...)})
+	resp, err := http.Post("http://"+nd.HTTPAddr+"/v1/faults", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		return fmt.Errorf("%s /v1/faults: %w", nd.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s /v1/faults: %s", nd.ID, resp.Status)
+	}
+	return nil
+}
+
 // recover restarts (SIGKILL) or continues (SIGSTOP) the members that are
-// down and waits for the cluster to settle.
+// down, heals a partition, and waits for the cluster to settle.
 func (r *failoverRun) recover() error {
+	if r.cut != nil {
+		for _, nd := range r.nodes {
+			if err := r.block(nd); err != nil {
+				return err
+			}
+		}
+		r.cut = nil
+	}
 	for _, nd := range r.nodes {
 		switch {
 		case nd.Paused():

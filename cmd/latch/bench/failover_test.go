@@ -9,8 +9,8 @@ import (
 	"github.com/latch-io/latch/server/proc"
 )
 
-// TestFailoverKeepsLocks kills (then stops) the leader of three latchd
-// processes five times while a holder and eight queued waiters use one
+// TestFailoverKeepsLocks kills (then stops, then cuts off from the other
+// members' raft traffic) the leader of three latchd processes five times while a holder and eight queued waiters use one
 // lock. RunFailover fails the run when any call (each with a 10s ctx,
 // the holder's Unlock included) fails, a waiter is granted out of FIFO
 // order, a fencing token does not increase, or a session ended, as the
@@ -19,12 +19,13 @@ func TestFailoverKeepsLocks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts latchd processes")
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
-		t.Run(signalName(sig), func(t *testing.T) {
+	for _, fc := range []FailoverConfig{{Signal: syscall.SIGKILL}, {Signal: syscall.SIGSTOP}, {Partition: true}} {
+		t.Run(fc.withDefaults().fault(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			rep, err := RunFailover(ctx, FailoverConfig{Members: 3, Rounds: 5, Waiters: 8, Signal: sig,
-				LatchdBin: proc.Build(t), Dir: t.TempDir(), OpTimeout: 10 * time.Second})
+			fc.Members, fc.Rounds, fc.Waiters = 3, 5, 8
+			fc.LatchdBin, fc.Dir, fc.OpTimeout = proc.Build(t), t.TempDir(), 10*time.Second
+			rep, err := RunFailover(ctx, fc)
 			if err != nil {
 				t.Fatal(err)
 			}
