@@ -177,6 +177,7 @@ func (s *Server) startAPI() {
 	a.srv = &http.Server{
 		Handler:           a.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute, // an idle keep-alive connection holds nothing for long
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}

@@ -139,6 +139,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	gone("the released holder", holder)
 	wait("the waiter now holding", fmt.Sprintf(`[data-lock="/jobs/report"] tr[data-state="held"][data-node=%q]`, a2.str("node")))
+	api.do(201, f, "POST", "/api/v1/nodes/services/search", map[string]any{"data": "10.0.0.9:9200"})
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#tree li[data-path="/services"] > .toggle`))); err != nil {
+		t.Fatal(err)
+	}
+	wait("a child in the expanded tree", `#tree li[data-path="/services/search"]`)
+	shot("console-handover.png")
 	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"client_id": "worker-2", "fencing_token": a2.num("fencing_token")})
 	gone("the released queue", `[data-lock="/jobs/report"]`)
 	api.do(200, f, "DELETE", "/api/v1/sessions/"+fmt.Sprint(s.num("session_id")), nil, "Latch-Session: "+s.str("token"))
