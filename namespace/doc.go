@@ -200,11 +200,13 @@
 //     path. Deadlocks across sessions are the clients' to avoid (order
 //     your locks, or use wait timeouts).
 //   - Lock-delay applies when a holder is lost without releasing: its
-//     session expires, or its hold TTL passes (Chubby-like). The request
+//     session expires, its hold TTL passes (Chubby-like), or an admin
+//     deletes its node (once ACLs are enforced; see ACLs and ownership). The request
 //     stays in the queues as a phantom (granted, node gone, listed by
 //     LockQueue and Dump, not by Lock) until leader time delay-end, and
 //     conflicting requests wait for it. Release, cancel, session close and
-//     a plain OpDelete of the node apply none. The delay is the request's
+//     an OpDelete of the node by its own session (or any, before ACLs are
+//     enforced) apply none. The delay is the request's
 //     LockDelayMillis, else the cluster setting DefaultLockDelayMillis (5 s
 //     unless set otherwise), capped at MaxLockDelayMillis (60 s);
 //     NoLockDelay turns it off.
