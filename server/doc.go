@@ -1,5 +1,5 @@
-// Package server runs one latch cluster member: hashicorp/raft over
-// badger-backed log and stable stores (package raftstore), a thin raft FSM
+// Package server runs one latch cluster member: hashicorp/raft over a
+// write-ahead log and stable store (hashicorp/raft-wal, package raftstore), a thin raft FSM
 // over the namespace state machine, membership, snapshots and the admin HTTP
 // endpoint. Client-facing layers (the QUIC listener, dispatch, watches,
 // leases) are built on the methods below.
@@ -18,7 +18,9 @@
 //
 // # Data directory
 //
-//	<DataDir>/raft       raft log and stable store (badger, fsync on commit)
+//	<DataDir>/raft-wal   raft log and stable store (raft-wal, one fsync per
+//	                     append batch; an older <DataDir>/raft badger store
+//	                     is migrated into it once)
 //	<DataDir>/fsm        the namespace (badger)
 //	<DataDir>/snapshots  raft snapshots (FileSnapshotStore, two kept)
 //
