@@ -88,6 +88,11 @@ func (c *Client) connect() *link {
 			if fatal := unfixable(r.err); fatal != nil {
 				c.setFatal(fatal)
 			}
+			if r.leader == "" && (errors.Is(r.err, ErrNoLeader) || errors.Is(r.err, ErrNotLeader)) {
+				// The member lost leadership, or has not loaded its
+				// sessions yet, between the probe and the resume.
+				sv.electing = true
+			}
 			if r.leader != "" && redirects[r.leader] < c.cfg.MaxRedirects {
 				redirects[r.leader]++
 				c.setHint(r.leader)

@@ -403,9 +403,11 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 			return rd, err
 		}
 	}
-	if err := r.waitConnected(ctx, old.ID); err != nil {
+	if li, err = r.waitConnected(ctx); err != nil {
 		return rd, err
 	}
+	old = r.nodes[li]
+	rd.Killed = old.ID
 	token0 := holder.Token()
 
 	// The failover.
@@ -528,19 +530,27 @@ func (r *failoverRun) waitQueue(ctx context.Context, n int) error {
 	}
 }
 
-// waitConnected waits until every client is connected to member id.
-func (r *failoverRun) waitConnected(ctx context.Context, id string) error {
+// waitConnected waits until every client is connected to the settled
+// cluster's leader (which may change meanwhile) and returns its index.
+func (r *failoverRun) waitConnected(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(r.cfg.OpTimeout)
+	var where []string
 	for {
-		all := true
-		for _, c := range r.clients {
-			all = all && c.Member() == id
-		}
-		if all {
-			return nil
+		li, err := r.leader(true)
+		if err == nil {
+			where = where[:0]
+			all := true
+			for _, c := range r.clients {
+				m := c.Member()
+				where = append(where, m)
+				all = all && m == r.nodes[li].ID
+			}
+			if all {
+				return li, nil
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("clients not all connected to %s", id)
+			return -1, fmt.Errorf("clients not all connected to the leader (%v; clients on %q)", err, where)
 		}
 		time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
 	}
