@@ -180,7 +180,7 @@ const clusterPoll = 250 * time.Millisecond
 // clusterEvents streams the cluster view: a cluster message now and
 // whenever it changed.
 func (a *apiFront) clusterEvents(w http.ResponseWriter, r *http.Request, c caller) {
-	release, err := a.watchSlot()
+	release, err := a.watchSlot(c.identity)
 	if err != nil {
 		apiError(w, err)
 		return

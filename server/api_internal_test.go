@@ -255,3 +255,54 @@ func validMethod(m string) bool {
 	}
 	return false
 }
+
+// Event streams count against the identity's watches, the cap the QUIC
+// front applies too: past it a watch is refused with 429 TooManyWatches,
+// and a closed stream gives its slot back.
+func TestAPIWatchCaps(t *testing.T) {
+	s := startDev(t)
+	s.cfg.MaxWatchesPerIdentity = 2 // read per request
+	hc := apiTestClient(t, s)
+	open := func() (*http.Response, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+s.APIAddr()+"/api/v1/watch/", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	var cancels []context.CancelFunc
+	for i := 0; i < 2; i++ {
+		resp, cancel := open()
+		cancels = append(cancels, func() { cancel(); resp.Body.Close() })
+		if resp.StatusCode != 200 {
+			t.Fatalf("watch %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp, cancel := open()
+	var body apiErrorBody
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	cancel()
+	if resp.StatusCode != 429 || body.Code != session.CodeTooManyWatches {
+		t.Fatalf("third watch: %d %+v", resp.StatusCode, body)
+	}
+	cancels[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, cancel := open()
+		code := resp.StatusCode
+		resp.Body.Close()
+		cancel()
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream's slot never came back: %d", code)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the slot with a deadline
+	}
+	cancels[1]()
+}

@@ -553,7 +553,7 @@ func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller
 		return
 	}
 	if action == "observe" {
-		a.observe(w, r, path)
+		a.observe(w, r, c, path)
 		return
 	}
 	a.atLeader(w, r, c, func(w http.ResponseWriter, r *http.Request, _ caller) {

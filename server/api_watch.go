@@ -110,13 +110,23 @@ type apiChange struct {
 	Events   []apiEvent `json:"events"`
 }
 
-// watchSlot takes one of the API's event-stream slots.
-func (a *apiFront) watchSlot() (release func(), err error) {
+// watchSlot takes one of the API's event-stream slots and counts the
+// stream against its identity's watches (MaxWatchesPerIdentity, shared
+// with the QUIC front).
+func (a *apiFront) watchSlot(identity string) (release func(), err error) {
 	if n := a.watches.Add(1); n > int64(a.s.cfg.APIMaxWatches) {
 		a.watches.Add(-1)
 		return nil, fmt.Errorf("%w: %d event streams open on this member's api", session.ErrTooManyWatches, a.s.cfg.APIMaxWatches)
 	}
-	return func() { a.watches.Add(-1) }, nil
+	if err := a.f.watchesBy.add(identity, a.s.cfg.MaxWatchesPerIdentity); err != nil {
+		a.watches.Add(-1)
+		a.f.capRefusals.watches.Add(1)
+		return nil, err
+	}
+	return func() {
+		a.f.watchesBy.remove(identity)
+		a.watches.Add(-1)
+	}, nil
 }
 
 // watch serves GET /api/v1/watch/{path...}: ready, then change messages
@@ -125,7 +135,7 @@ func (a *apiFront) watchSlot() (release func(), err error) {
 // on from there).
 func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 	path := apiPath(r)
-	if err := namespace.ValidatePath(path, a.s.cfg.Limits); err != nil {
+	if err := namespace.ValidatePath(path, a.s.store.Limits()); err != nil {
 		apiError(w, err)
 		return
 	}
@@ -149,7 +159,7 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
-	release, err := a.watchSlot()
+	release, err := a.watchSlot(c.identity)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -218,12 +228,12 @@ const observePoll = 100 * time.Millisecond
 
 // observe serves GET /api/v1/elections/{path}/observe: a leader message
 // now and at every change of leader, term or value.
-func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, path string) {
-	if err := namespace.ValidatePath(path, a.s.cfg.Limits); err != nil {
+func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, path string) {
+	if err := namespace.ValidatePath(path, a.s.store.Limits()); err != nil {
 		apiError(w, err)
 		return
 	}
-	release, err := a.watchSlot()
+	release, err := a.watchSlot(c.identity)
 	if err != nil {
 		apiError(w, err)
 		return
