@@ -46,30 +46,28 @@ func (c *Config) validateACL() error {
 	return nil
 }
 
-// bootstrapACL makes the ready leader write the first rules through the
-// log when the namespace has none: ACLDefault and the Admins as admins of
-// /. Apply never reads the flags; it applies this command once and ignores
-// later ones, so a race between leaders is harmless. A failure is retried
-// on the next leadership check.
-func (s *Server) bootstrapACL() {
+// bootstrapACL makes the leader write the first rules through the log
+// when the namespace has none: ACLDefault and the Admins as admins of /.
+// The leader does it before it is ready, so no client command ever runs
+// before the rules. Apply never reads the flags; it applies this command
+// once and ignores later ones, so a race between leaders is harmless.
+func (s *Server) bootstrapACL(ctx context.Context) error {
 	if s.store.ACL().Enforced {
-		return
+		return nil
 	}
 	cmd := &namespace.Command{Op: namespace.OpACLBootstrap, ACLDefault: s.cfg.aclDefault()}
 	for _, id := range s.cfg.Admins {
 		cmd.ACL = append(cmd.ACL, namespace.ACLRule{Identity: id, Prefix: "/", Perms: namespace.PermAll})
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ElectionTimeout)
-	defer cancel()
 	res, err := s.Propose(ctx, cmd)
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
-		s.log.Warn("ACL bootstrap failed; retrying", "err", err)
-		return
+		return fmt.Errorf("ACL bootstrap: %w", err)
 	}
 	s.log.Info("ACLs bootstrapped", "default", cmd.ACLDefault, "admins", s.cfg.Admins)
+	return nil
 }
 
 // registerACL installs the ACL handlers.

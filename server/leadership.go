@@ -157,7 +157,6 @@ func (s *Server) reconcileLeadership() {
 	}
 	cur := r.CurrentTerm()
 	if ready && term == cur {
-		s.bootstrapACL()
 		return
 	}
 	// A barrier commits an entry of this term and waits until the FSM has
@@ -174,12 +173,16 @@ func (s *Server) reconcileLeadership() {
 		return
 	}
 	// A cluster without settings gets this member's before any client
-	// command runs under the built-in defaults.
+	// command runs under the built-in defaults, and a cluster without ACL
+	// rules its first rules before any client command runs unchecked.
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
 	err = s.bootstrapLimits(ctx)
+	if err == nil {
+		err = s.bootstrapACL(ctx)
+	}
 	cancel()
 	if err != nil {
-		s.log.Warn("recording cluster settings failed; retrying", "term", cur, "err", err)
+		s.log.Warn("recording cluster settings or ACL bootstrap failed; retrying", "term", cur, "err", err)
 		if ready {
 			s.leader.set(false, 0)
 		}
@@ -188,7 +191,6 @@ func (s *Server) reconcileLeadership() {
 	s.leader.set(true, cur)
 	s.log.Info("leader ready", "term", cur, "barrier", time.Since(start), "applied_index", s.fsmApplied())
 	s.member.wake()
-	s.bootstrapACL()
 }
 
 // waitReady waits until this member is the ready leader, or returns a

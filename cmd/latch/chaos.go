@@ -45,12 +45,13 @@ Fault kinds (--faults):
 			latchd := fs.String("latchd-bin", "", "latchd binary (default: beside latch, else built from a source checkout into --out/bin, else on PATH)")
 			fenced := fs.String("fencedstore-bin", "", "fencedstore binary (default: beside latch, else built from a source checkout into --out/bin, else on PATH)")
 			verbose := fs.Bool("v", false, "log every fault and worker start")
+			mtls := fs.Bool("mtls", def.MutualTLS, "members require client certificates (mutual TLS) with ACLs enforced; every client presents the dev client certificate")
 			rogue := fs.Bool("rogue", def.Rogue, "add a worker with no rights that keeps attacking the others' locks and election nodes (the run fails if one attack succeeds)")
 			return func(ctx context.Context, e *env, _ []string) error {
 				cfg := def
 				cfg.Members, cfg.Workers, cfg.Duration, cfg.FaultInterval = *members, *workers, *duration, *interval
 				cfg.Seed, cfg.LockDelay, cfg.Out, cfg.InjectBug = *seed, *lockDelay, *out, *bug
-				cfg.LatchdBin, cfg.FencedstoreBin, cfg.Verbose, cfg.Rogue = *latchd, *fenced, *verbose, *rogue
+				cfg.LatchdBin, cfg.FencedstoreBin, cfg.Verbose, cfg.Rogue, cfg.MutualTLS = *latchd, *fenced, *verbose, *rogue, *mtls
 				cfg.Workloads = chaos.ParseList(*workload)
 				var err error
 				if cfg.Faults, err = chaos.ParseFaults(*faults); err != nil {

@@ -77,6 +77,11 @@ type Config struct {
 	Out string
 	// InjectBug plants one of Bugs; "" for none.
 	InjectBug string
+	// MutualTLS makes the members require client certificates
+	// (--tls-client-ca) with ACLs enforced (--acl-default allow: the
+	// workers share the dev client identity, and none is an admin); the
+	// workers and the orchestrator present the dev client certificate.
+	MutualTLS bool
 	// Rogue adds a worker with no rights over the others' nodes that keeps
 	// trying to delete, overwrite and steal their locks and election
 	// nodes (and to lock / and plant reserved names); the run fails if it

@@ -124,8 +124,16 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	r.progress("starting %d members", cfg.Members)
 	var extra []string
+	admin := `""` // rogue-admin: every client without a certificate is an admin
+	var cert, key string
+	if cfg.MutualTLS {
+		// Every client presents the dev client certificate (one identity,
+		// no admin): rules cannot tell the workers apart, ownership does.
+		extra = []string{"--tls-client-ca", certs.CA, "--acl-default", "allow"}
+		admin, cert, key = session.DevClientName, certs.ClientCert, certs.ClientKey
+	}
 	if cfg.InjectBug == BugRogueAdmin {
-		extra = []string{"--admins", `""`} // every client without a certificate is an admin
+		extra = append(extra, "--admins", admin)
 	}
 	if r.cluster, err = startCluster(cfg.Members, latchd, filepath.Join(cfg.Out, "members"), certs, extra...); err != nil {
 		return err
@@ -133,7 +141,7 @@ func (r *run) setup(ctx context.Context) error {
 	if r.store, err = startStore(fenced, cfg.Out, cfg.InjectBug == BugIgnoreTokens); err != nil {
 		return err
 	}
-	tlsConf, err := session.ClientTLS(certs.CA, "", "")
+	tlsConf, err := session.ClientTLS(certs.CA, cert, key)
 	if err != nil {
 		return err
 	}
@@ -154,7 +162,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	r.workers = newWorkers(cfg, workerSpec{
 		command: cfg.WorkerCommand, env: cfg.WorkerEnv, dir: filepath.Join(cfg.Out, DirWorkers),
-		endpoints: r.cluster.endpoints(), ca: certs.CA, store: r.store.addr,
+		endpoints: r.cluster.endpoints(), ca: certs.CA, cert: cert, key: key, store: r.store.addr,
 		sessionTTL: cfg.SessionTTL, lockDelay: cfg.LockDelay, seed: cfg.Seed, bug: cfg.InjectBug, verbose: cfg.Verbose,
 	}, r.logf)
 	return nil

@@ -111,6 +111,7 @@ func logReport(t *testing.T, rep *Report, out string) {
 func TestChaosRun(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Workers = 5
+	cfg.MutualTLS = true            // client certificates required, ACLs enforced
 	cfg.FaultInterval = time.Second // faults back to back
 	cfg.Rounds = 1
 	if os.Getenv("LATCH_CHAOS_LONG") != "" && *longRun == 0 {

@@ -21,6 +21,7 @@ type workerSpec struct {
 	dir        string // Out/workers
 	endpoints  []string
 	ca         string
+	cert, key  string // client certificate (Config.MutualTLS), else ""
 	store      string
 	sessionTTL time.Duration
 	lockDelay  time.Duration
@@ -89,6 +90,9 @@ func (w *workers) start(s *workerSlot) error {
 		"--seed", fmt.Sprint(sp.seed*1000+int64(s.slot)*100+int64(s.gen)))
 	if s.buggy {
 		args = append(args, "--bug", sp.bug)
+	}
+	if sp.cert != "" {
+		args = append(args, "--cert", sp.cert, "--key", sp.key)
 	}
 	if sp.verbose {
 		args = append(args, "-v")
