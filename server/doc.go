@@ -31,6 +31,14 @@
 //     the last snapshot's index; the namespace skips entries it already
 //     applied, so nothing is applied twice. A snapshot syncs the namespace
 //     first, so its durable state is never behind the newest snapshot.
+//   - Authorization (acl.go, caps.go): every client command carries the
+//     connection's TLS identity and is checked inside Apply against the
+//     replicated ACL rules; reads, listings, lock queues, lock history and
+//     watch events are checked here with Store.Authorize. Before it is
+//     ready a new leader writes the first rules (Config.Admins,
+//     Config.ACLDefault) through the log when there are none. Session and
+//     watch caps (per identity, per anonymous host, cluster-wide) are the
+//     leader's in-memory bookkeeping, never Apply's.
 //   - Leader readiness: after winning an election the leader commits a
 //     barrier before IsLeader reports true, SubscribeLeadership delivers
 //     true, or linearizable reads are served. A term change without an
