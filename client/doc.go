@@ -114,6 +114,20 @@
 // after the session's LeaseEnd is refused with ErrLockLost. See mutex.go
 // for the protocol.
 //
+// # Identity, rules and ownership
+//
+// The server knows a client by its TLS client certificate (CN, else URI
+// SAN; none: the identity ""). Replicated ACL rules decide what an
+// identity may read, write, create, delete or administer under a path
+// prefix (Client.ACL, SetACL, RemoveACL; `latch acl`); a refusal is
+// ErrPermissionDenied, naming the identity, the right and the path.
+// Ephemeral nodes belong to their session: Client.Set and Client.Delete
+// act as the default session, Session.Set and Session.Delete as that
+// session, and another session's node can be changed or deleted only by
+// an admin (the owner then loses it as on expiry: Lost fires). Names
+// lock-x-NNNNNNNNNN and lock-s-NNNNNNNNNN are the lock code's
+// (ErrReservedName).
+//
 // # Decisions not in DESIGN.md
 //
 //   - Delete with Recursive is done by the client, child by child, like
