@@ -43,8 +43,12 @@ type node struct {
 	server *server.Server // nil while stopped
 }
 
-// Timing used by test clusters: short enough for quick failover, long
-// enough not to flap on two busy CPU cores.
+// Timing used by in-process test clusters: short enough for quick
+// failover, long enough not to flap on two busy CPU cores. It is slower
+// than latchd's defaults (server.DefaultConfig: 100ms) on purpose: every
+// member of an in-process cluster shares one Go runtime (and -race), so one
+// GC or scheduler stall delays them all at once. Real-process tests
+// (package proc) and latch chaos run the defaults.
 const (
 	HeartbeatTimeout   = 400 * time.Millisecond
 	ElectionTimeout    = 400 * time.Millisecond
