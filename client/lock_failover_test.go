@@ -86,33 +86,43 @@ func TestLockFailover(t *testing.T) {
 	})
 }
 
-// TestLockAdoptsUnknownRequest: a Lock whose request may have been
-// applied without its answer (the connection broke first) finds the
-// session's request in the queue and waits on it, instead of queueing a
-// second one (ErrWouldDeadlock for an exclusive lock).
-func TestLockAdoptsUnknownRequest(t *testing.T) {
+// TestLockRetryFindsItsRequest: a Lock whose request was applied without
+// its answer reaching the client (the connection broke first) sends it
+// again with the same request id and gets the request the cluster already
+// has, in its place, instead of queueing a second one (ErrWouldDeadlock
+// for an exclusive lock). The client guesses nothing.
+func TestLockRetryFindsItsRequest(t *testing.T) {
 	tc := startLockCluster(t, 1)
 	c := tc.dial(3 * time.Second)
 	ctx := testCtx(t)
-	res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpLockRequest, Path: "/adopt", Session: c.Session().ID()})
+	res := tc.Propose(ctx, &namespace.Command{Op: namespace.OpLockRequest, Path: "/retry", Session: c.Session().ID(), RequestID: "lost-answer"})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	h := newLockHandle(c.Session(), "/adopt", LockExclusive, lockOptions{})
-	a := &acquisition{h: h, unknown: true}
+	h := newLockHandle(c.Session(), "/retry", LockExclusive, lockOptions{})
+	a := &acquisition{h: h, reqID: "lost-answer"}
 	hd, err := a.run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hd.node != res.Path || hd.token != res.Index {
-		t.Fatalf("held %s token %d, want the earlier request %s token %d", hd.node, hd.token, res.Path, res.Index)
+	if hd.node != res.Path || hd.token != res.Index || hd.rev != res.Index {
+		t.Fatalf("held %s token %d rev %d, want the earlier request %s token %d", hd.node, hd.token, hd.rev, res.Path, res.Index)
 	}
-	waitQueue(t, c, "/adopt", "one request", queueShape(true))
+	waitQueue(t, c, "/retry", "one request", queueShape(true))
 	h.mu.Lock()
 	h.cur, h.last = hd, hd
 	h.mu.Unlock()
 	if err := h.release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitQueue(t, c, "/adopt", "released", queueShape())
+	waitQueue(t, c, "/retry", "released", queueShape())
+
+	// A Lock that gives up before learning its node withdraws the request
+	// by its id.
+	res = tc.Propose(ctx, &namespace.Command{Op: namespace.OpLockRequest, Path: "/retry", Session: c.Session().ID(), RequestID: "abandoned"})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	(&acquisition{h: h, reqID: "abandoned", attempts: 1}).abandon(nil)
+	waitQueue(t, c, "/retry", "withdrawn by request id", queueShape())
 }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,11 +34,11 @@ import (
 //     Lost() also closes when the session ends.
 //   - After a connection loss or a leader change the client re-attaches to
 //     its request node (MsgLock with Node) on the new leader, keeping its
-//     place in the queue, while waiting and while holding. When the
-//     request was sent but its node never came back (the connection broke
-//     first), the client looks its session's request up in the lock queue
-//     (MsgLockQueue) instead of sending a second one, which for an
-//     exclusive lock would fail with ErrWouldDeadlock.
+//     place in the queue, while waiting and while holding. Every Lock call
+//     names its request with a random request id: when the request was
+//     sent but its node never came back (the connection broke first), the
+//     client sends it again with the same id and the server answers with
+//     the request it already has. Nothing is guessed.
 //   - A grant that arrives after the session's proven lease end
 //     (Session.LeaseEnd) is refused with ErrLockLost and released: the
 //     session may have expired in between (Jepsen found etcd handing out
@@ -344,7 +346,7 @@ func (h *lockHandle) acquire(ctx context.Context, try bool) error {
 		return err
 	}
 	defer h.end()
-	a := &acquisition{h: h, try: try}
+	a := &acquisition{h: h, try: try, reqID: newRequestID()}
 	hd, err := a.run(ctx)
 	if err != nil {
 		return err
@@ -360,12 +362,18 @@ type acquisition struct {
 	h   *lockHandle
 	try bool
 
-	node    string // the request node, once known
-	unknown bool   // a request was sent and its node never came back
-	// lookedUp: a request refused with ErrWouldDeadlock after a retry
-	// was already looked for in the queue once.
-	lookedUp bool
-	attempts int // streams opened
+	reqID    string // names the request across retries (the server's idempotency key)
+	node     string // the request node, once known
+	attempts int    // streams opened
+}
+
+// newRequestID returns a random lock request id.
+func newRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("latch: no randomness for a lock request id: %v", err))
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // run sends the request, re-attaching after broken connections, until the
@@ -373,7 +381,7 @@ type acquisition struct {
 func (a *acquisition) run(ctx context.Context) (*hold, error) {
 	h, c := a.h, a.h.c
 	req := session.Request{
-		Type: session.MsgLock, Path: h.path, Mode: h.mode, Try: a.try,
+		Type: session.MsgLock, Path: h.path, Mode: h.mode, Try: a.try, RequestID: a.reqID,
 		HoldTTLMillis: h.o.holdTTL.Milliseconds(), LockDelayMillis: h.o.delayMillis(), Data: h.o.data,
 	}
 	hops, idle := redirects{}, 0
@@ -391,16 +399,6 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 		if err != nil {
 			a.abandon(nil)
 			return nil, a.wrap(ctx, err)
-		}
-		if a.unknown && a.node == "" {
-			// The last request may have been applied: find it rather than
-			// queueing a second one.
-			node, err := h.adopt(ctx)
-			if err != nil {
-				a.abandon(nil)
-				return nil, a.wrap(ctx, err)
-			}
-			a.node, a.unknown = node, false
 		}
 		req.Node = a.node
 		hd, err := a.attempt(ctx, l, &req)
@@ -439,21 +437,19 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 		}
 		switch resp.Lock {
 		case session.LockQueued:
-			a.node, a.unknown = resp.Node, false
-			claim(h, resp.Node)
+			a.node = resp.Node
 		case session.LockGranted:
-			a.node, a.unknown = resp.Node, false
-			claim(h, resp.Node)
+			a.node = resp.Node
 			// The server ended the stream at the grant.
 			sr.Close()
 			scancel()
 			if !stopOnCtx() {
 				// ctx ended as the grant came: nobody will hold it.
-				h.releaseLater(resp.Node)
+				h.releaseLater(session.Request{Node: resp.Node})
 				return nil, ctx.Err()
 			}
 			if end := h.s.LeaseEnd(); h.now().After(end) {
-				h.releaseLater(resp.Node)
+				h.releaseLater(session.Request{Node: resp.Node})
 				return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
 			}
 			hd := h.follow(resp, l)
@@ -476,10 +472,8 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 	if !isWire(err) {
 		// The stream or the connection broke: the request may have been
 		// applied, and was not withdrawn (the server only withdraws what
-		// a live connection resets).
-		if a.node == "" {
-			a.unknown = true
-		}
+		// a live connection resets). Sending it again with its request id
+		// finds it.
 		if !isStreamErr(err) {
 			c.drop(l, "", err)
 			return false, nil
@@ -493,7 +487,7 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 	}
 	switch {
 	case errors.Is(err, ErrLocked), errors.Is(err, ErrTimeout):
-		unclaim(h, a.node) // the server withdrew it
+		// Nothing queued (a try-lock), or the server withdrew it.
 		if errors.Is(err, ErrTimeout) {
 			return true, fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
 		}
@@ -502,30 +496,19 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 		// The request went away while we waited or re-attached (the
 		// server withdrew it after a connection loss, someone deleted
 		// its node): queue a new one while the session lives.
-		unclaim(h, a.node)
 		a.node = ""
 		*idle++
 		if !c.sleep(ctx, *idle) {
 			return true, a.wrap(ctx, err)
 		}
 		return false, nil
-	case errors.Is(err, ErrWouldDeadlock) && a.node == "" && !a.lookedUp && a.attempts > 1:
-		// After a retry this may be our own earlier request, applied
-		// after the queue was read: look once more.
-		a.unknown, a.lookedUp = true, true
-		return false, nil
 	case errors.Is(err, namespace.ErrClosed):
-		// The member is stopping; the request may have been applied.
-		if a.node == "" {
-			a.unknown = true
-		}
+		// The member is stopping; the request may have been applied
+		// (its request id finds it).
 		c.drop(l, "", err)
 		return false, nil
 	case errors.Is(err, ErrUnknownOutcome):
 		// The leader lost leadership while committing the request.
-		if a.node == "" {
-			a.unknown = true
-		}
 		*idle++
 		if !c.sleep(ctx, *idle) {
 			a.abandon(nil)
@@ -551,41 +534,19 @@ func (a *acquisition) wrap(ctx context.Context, err error) error {
 
 // abandon cleans up after a Lock that gave up. A stream reset on a live
 // connection makes the server withdraw the request; otherwise (the link
-// l broke, no stream was open, or the request's fate is unknown) the
-// client withdraws it itself, in the background.
+// l broke, no stream was open, or the request's node never came back) the
+// client withdraws it itself, in the background: by node, or by request
+// id when the node is not known (nothing to withdraw if it never landed).
 func (a *acquisition) abandon(l *link) {
 	h := a.h
 	switch {
 	case a.node != "":
 		if l == nil || l.conn.Context().Err() != nil {
-			h.releaseLater(a.node)
-		} else {
-			unclaim(h, a.node)
+			h.releaseLater(session.Request{Node: a.node})
 		}
-	case a.unknown:
-		h.c.goFunc(func() {
-			ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.DialTimeout)
-			defer cancel()
-			if node, err := h.adopt(ctx); err == nil && node != "" {
-				h.releaseNow(ctx, node)
-			}
-		})
+	case a.attempts > 0:
+		h.releaseLater(session.Request{RequestID: a.reqID})
 	}
-}
-
-// adopt finds an unclaimed request of this session on this path in this
-// mode and claims it ("" when there is none).
-func (h *lockHandle) adopt(ctx context.Context) (string, error) {
-	q, err := h.c.LockQueue(ctx, h.path)
-	if err != nil {
-		return "", err
-	}
-	for _, li := range q {
-		if li.Session == h.s.id && li.Mode == h.mode && !li.Phantom && li.Path == h.path && claimIfFree(h, li.Node) {
-			return li.Node, nil
-		}
-	}
-	return "", nil
 }
 
 // follow makes the hold of a grant and follows it: the client's
@@ -603,7 +564,6 @@ func (h *lockHandle) follow(resp *session.Response, l *link) *hold {
 	}
 	if !h.c.goFunc(func() {
 		defer close(hd.done)
-		defer unclaim(h, hd.node)
 		select {
 		case <-h.s.Done():
 			hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, h.path, h.s.Err()))
@@ -657,9 +617,17 @@ func (h *lockHandle) release(ctx context.Context) error {
 // was lost: node names are never reused, so a second release can only
 // find it gone. A node already gone counts as released.
 func (h *lockHandle) releaseNow(ctx context.Context, node string) error {
-	defer unclaim(h, node)
+	return h.withdraw(ctx, session.Request{Node: node})
+}
+
+// withdraw releases the request which names (Node, or RequestID when the
+// node never came back: the server finds it, or finds none), retrying a
+// release whose answer was lost.
+func (h *lockHandle) withdraw(ctx context.Context, which session.Request) error {
 	for {
-		_, err := h.c.do(ctx, h.s, &session.Request{Type: session.MsgLockRelease, Node: node})
+		req := which
+		req.Type = session.MsgLockRelease
+		_, err := h.c.do(ctx, h.s, &req)
 		switch {
 		case err == nil, errors.Is(err, ErrNotHeld):
 			return nil
@@ -672,17 +640,16 @@ func (h *lockHandle) releaseNow(ctx context.Context, node string) error {
 	}
 }
 
-// releaseLater releases node in the background, bounded by DialTimeout.
-func (h *lockHandle) releaseLater(node string) {
-	if !h.c.goFunc(func() {
+// releaseLater withdraws which in the background, bounded by DialTimeout.
+func (h *lockHandle) releaseLater(which session.Request) {
+	h.c.goFunc(func() {
 		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.DialTimeout)
 		defer cancel()
-		if err := h.releaseNow(ctx, node); err != nil {
-			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session", "node", node, "err", err)
+		if err := h.withdraw(ctx, which); err != nil {
+			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session",
+				"node", which.Node, "request_id", which.RequestID, "err", err)
 		}
-	}) {
-		unclaim(h, node)
-	}
+	})
 }
 
 // renew runs Renew.
@@ -702,64 +669,6 @@ func (h *lockHandle) renew(ctx context.Context) error {
 			continue // renewing twice is renewing
 		}
 		return err
-	}
-}
-
-// Claims: the request nodes each session's lock handles own, so that a
-// handle looking for its lost request (adopt) never takes another
-// handle's.
-// Semaphore uses them the same way.
-var claims = struct {
-	sync.Mutex
-	m map[*Session]map[string]claimer
-}{m: map[*Session]map[string]claimer{}}
-
-// claimer is a recipe value that owns request nodes of one session.
-type claimer interface{ owner() *Session }
-
-func (h *lockHandle) owner() *Session { return h.s }
-func (m *Semaphore) owner() *Session  { return m.s }
-
-func claim(h claimer, node string) {
-	claims.Lock()
-	defer claims.Unlock()
-	set := claims.m[h.owner()]
-	if set == nil {
-		set = map[string]claimer{}
-		claims.m[h.owner()] = set
-	}
-	if set[node] == nil {
-		set[node] = h
-	}
-}
-
-func claimIfFree(h claimer, node string) bool {
-	claims.Lock()
-	defer claims.Unlock()
-	set := claims.m[h.owner()]
-	if set[node] != nil {
-		return set[node] == h
-	}
-	if set == nil {
-		set = map[string]claimer{}
-		claims.m[h.owner()] = set
-	}
-	set[node] = h
-	return true
-}
-
-func unclaim(h claimer, node string) {
-	if node == "" {
-		return
-	}
-	claims.Lock()
-	defer claims.Unlock()
-	set := claims.m[h.owner()]
-	if set[node] == h {
-		delete(set, node)
-		if len(set) == 0 {
-			delete(claims.m, h.owner())
-		}
 	}
 }
 

@@ -326,3 +326,59 @@ func createPath(ctx context.Context, c *Client, path string) error {
 	}
 	return err
 }
+
+// Claims: the slot nodes each session's semaphores own, so that a
+// semaphore looking for its lost slot node never takes another's. (Lock
+// requests need none: they carry request ids the server deduplicates.)
+var claims = struct {
+	sync.Mutex
+	m map[*Session]map[string]claimer
+}{m: map[*Session]map[string]claimer{}}
+
+// claimer is a recipe value that owns request nodes of one session.
+type claimer interface{ owner() *Session }
+
+func (m *Semaphore) owner() *Session { return m.s }
+
+func claim(h claimer, node string) {
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.owner()]
+	if set == nil {
+		set = map[string]claimer{}
+		claims.m[h.owner()] = set
+	}
+	if set[node] == nil {
+		set[node] = h
+	}
+}
+
+func claimIfFree(h claimer, node string) bool {
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.owner()]
+	if set[node] != nil {
+		return set[node] == h
+	}
+	if set == nil {
+		set = map[string]claimer{}
+		claims.m[h.owner()] = set
+	}
+	set[node] = h
+	return true
+}
+
+func unclaim(h claimer, node string) {
+	if node == "" {
+		return
+	}
+	claims.Lock()
+	defer claims.Unlock()
+	set := claims.m[h.owner()]
+	if set[node] == h {
+		delete(set, node)
+		if len(set) == 0 {
+			delete(claims.m, h.owner())
+		}
+	}
+}

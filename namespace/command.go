@@ -114,6 +114,11 @@ type Command struct {
 	// Try: grant at once or fail with ErrLocked, creating nothing (no
 	// node, no event) — decided here, in one command.
 	Try bool `codec:"lk_try,omitempty"`
+	// RequestID is the client's name for a lock request, unique within its
+	// session: a request naming the id of a live request of the session
+	// (a retry after a lost answer) returns that request instead of
+	// queueing a second one.
+	RequestID string `codec:"lk_rid,omitempty"`
 
 	// OpACLBootstrap, OpACLSet, OpACLRemove: the rules; OpACLBootstrap's
 	// default rights.

@@ -28,7 +28,13 @@ var (
 	ErrWouldDeadlock   = errors.New("latch: lock would deadlock: the session already holds or waits for a conflicting lock")
 	// ErrLocked: a try-lock (Command.Try) found a conflicting request
 	// held or queued, or lock-delay running.
-	ErrLocked       = errors.New("latch: lock is held by another")
+	ErrLocked = errors.New("latch: lock is held by another")
+	// ErrTooManyLockRequests: the session has MaxLockRequestsPerSession
+	// live lock requests; release some, or spread them over sessions.
+	ErrTooManyLockRequests = errors.New("latch: too many lock requests for one session (cluster setting max_lock_requests_per_session): release some or use another session")
+	// ErrBadRequestID: a lock request id the session used for another
+	// lock (path or mode); choose a new id for each lock request.
+	ErrBadRequestID = errors.New("latch: lock request id already names another request of this session")
 	ErrNoLock       = errors.New("latch: no such lock request")
 	ErrNotLockOwner = errors.New("latch: lock request belongs to another session")
 	ErrLockNotHeld  = errors.New("latch: lock not held")

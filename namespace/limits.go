@@ -34,6 +34,10 @@ type Limits struct {
 	// LockHistoryMaxAgeMillis drops history records older than this, by
 	// leader time (default 0: no age bound, only LockHistoryMax).
 	LockHistoryMaxAgeMillis int64 `codec:"ops_lockhistage" json:"lock_history_max_age_ms"`
+	// MaxLockRequestsPerSession bounds one session's live lock requests,
+	// held and waiting (default 10000; 0: no bound, as in settings recorded
+	// before it existed); one more fails with ErrTooManyLockRequests.
+	MaxLockRequestsPerSession int `codec:"lk_maxsess" json:"max_lock_requests_per_session"`
 }
 
 // maxLockHistory caps LockHistoryMax: a history read scans the window.
@@ -53,6 +57,8 @@ func DefaultLimits() Limits {
 		MaxLockDelayMillis:     60000,
 
 		LockHistoryMax: 10000,
+
+		MaxLockRequestsPerSession: 10000,
 	}
 }
 
@@ -77,6 +83,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: MaxLockDelayMillis %d must be in [0, %d]", ErrBadLimits, l.MaxLockDelayMillis, maxLockMillis)
 	case l.LockHistoryMax < 0 || l.LockHistoryMax > maxLockHistory:
 		return fmt.Errorf("%w: LockHistoryMax %d must be in [0, %d]", ErrBadLimits, l.LockHistoryMax, maxLockHistory)
+	case l.MaxLockRequestsPerSession < 0:
+		return fmt.Errorf("%w: MaxLockRequestsPerSession %d must not be negative (0: no bound)", ErrBadLimits, l.MaxLockRequestsPerSession)
 	case l.LockHistoryMaxAgeMillis < 0:
 		return fmt.Errorf("%w: LockHistoryMaxAgeMillis %d must not be negative", ErrBadLimits, l.LockHistoryMaxAgeMillis)
 	case l.DefaultLockDelayMillis < 0 || l.DefaultLockDelayMillis > l.MaxLockDelayMillis:

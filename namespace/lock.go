@@ -110,6 +110,10 @@ func (c *cmdCtx) locks() *lockIndex { return c.b.s.locks }
 // ancestors as persistent nodes, then the request node
 // Path/lock-x-NNNNNNNNNN (lock-s- when shared), ephemeral and owned by the
 // session, holding cmd.Data.
+// maxRequestIDBytes bounds a lock request id (it is stored with the
+// request).
+const maxRequestIDBytes = 64
+
 func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	l := c.limits()
 	switch {
@@ -143,7 +147,24 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	} else if !ok {
 		return fmt.Errorf("%w: %d", ErrNoSession, cmd.Session)
 	}
-	if own := c.locks().ownConflict(cmd.Session, cmd.Path, cmd.Mode); own != nil {
+	ix := c.locks()
+	if cmd.RequestID != "" {
+		if len(cmd.RequestID) > maxRequestIDBytes {
+			return fmt.Errorf("%w: lock request id of %d bytes, max %d", ErrBadCommand, len(cmd.RequestID), maxRequestIDBytes)
+		}
+		if q := ix.byReqID[ownKey{cmd.Session, cmd.RequestID}]; q != nil {
+			if q.lockPath() != cmd.Path || q.mode != cmd.Mode {
+				return fmt.Errorf("%w: %q is %s (%s), not a %s lock on %s", ErrBadRequestID, cmd.RequestID, q.node, q.mode, cmd.Mode, cmd.Path)
+			}
+			// A retry: the request stands, in its place in the queue.
+			r.Path, r.Stat.CreateRev = q.node, q.rev
+			return nil
+		}
+	}
+	if max := l.MaxLockRequestsPerSession; max > 0 && len(ix.bySession[cmd.Session]) >= max {
+		return fmt.Errorf("%w: session %d has %d", ErrTooManyLockRequests, cmd.Session, len(ix.bySession[cmd.Session]))
+	}
+	if own := ix.ownConflict(cmd.Session, cmd.Path, cmd.Mode); own != nil {
 		return fmt.Errorf("%w: %s lock on %s conflicts with %s (%s)",
 			ErrWouldDeadlock, cmd.Mode, cmd.Path, own.node, own.mode)
 	}
@@ -186,7 +207,7 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	}
 	q := &lockReq{
 		rev: c.index, node: r.Path, mode: cmd.Mode, session: cmd.Session,
-		holdTTL: cmd.HoldTTLMillis, delay: min(delay, l.MaxLockDelayMillis),
+		holdTTL: cmd.HoldTTLMillis, delay: min(delay, l.MaxLockDelayMillis), reqID: cmd.RequestID,
 	}
 	c.lockOps = append(c.lockOps, lockOp{kind: lockAdd, req: q})
 	if cmd.Try {
@@ -196,8 +217,14 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 }
 
 // ownConflict returns the earliest live request of session that conflicts
-// with a mode request on path, or nil. It costs O(the session's requests).
+// with a mode request on path, or nil. Finding none (the common case)
+// costs O(depth), whatever the session's other requests: a session with
+// 40,000 requests made each new one slower. Naming the conflict costs
+// O(the session's requests), once, for the error.
 func (ix *lockIndex) ownConflict(session uint64, path string, mode LockMode) *lockReq {
+	if !ix.ownCounts.conflicts(session, path, mode) {
+		return nil
+	}
 	var found *lockReq
 	for _, q := range ix.bySession[session] {
 		if q.conflicts(path, mode) && (found == nil || q.rev < found.rev) {

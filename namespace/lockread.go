@@ -153,3 +153,15 @@ func (s *Store) CountLocks() (LockCounts, error) {
 	})
 	return c, err
 }
+
+// LockByRequestID returns the node of session's live lock request named
+// id by its client, ok false when there is none.
+func (s *Store) LockByRequestID(session uint64, id string) (node string, ok bool, err error) {
+	err = s.readLocks(func(ix *lockIndex) error {
+		if q := ix.byReqID[ownKey{session, id}]; q != nil {
+			node, ok = q.node, true
+		}
+		return nil
+	})
+	return node, ok, err
+}

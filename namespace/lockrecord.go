@@ -16,6 +16,7 @@ const (
 	lockFlagShared  = 1 << iota
 	lockFlagGranted // token, grant time and deadline follow
 	lockFlagPhantom // delay end follows
+	lockFlagReqID   // the client's request id follows, last
 )
 
 func appendLockRecord(b []byte, q *lockReq) []byte {
@@ -29,6 +30,9 @@ func appendLockRecord(b []byte, q *lockReq) []byte {
 	if q.phantom {
 		flags |= lockFlagPhantom
 	}
+	if q.reqID != "" {
+		flags |= lockFlagReqID
+	}
 	b = append(b, lockRecordFormat, flags)
 	b = binary.AppendUvarint(b, q.session)
 	b = appendString(b, q.node)
@@ -41,6 +45,9 @@ func appendLockRecord(b []byte, q *lockReq) []byte {
 	}
 	if q.phantom {
 		b = binary.AppendVarint(b, q.delayEnd)
+	}
+	if q.reqID != "" {
+		b = appendString(b, q.reqID)
 	}
 	return b
 }
@@ -66,6 +73,9 @@ func decodeLockRecord(rev uint64, v []byte) (*lockReq, error) {
 	if flags&lockFlagPhantom != 0 {
 		q.phantom = true
 		q.delayEnd = d.varint()
+	}
+	if flags&lockFlagReqID != 0 {
+		q.reqID = string(d.bytes())
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))

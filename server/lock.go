@@ -462,12 +462,12 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 		res, err := l.proposeLock(&namespace.Command{
 			Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
 			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
-			Identity: c.identity,
+			Identity: c.identity, RequestID: req.RequestID,
 		})
 		if err != nil {
 			return err
 		}
-		rev = res.Index
+		rev = res.Stat.CreateRev // the request's revision: a retry's is the first request's
 		w = l.register(res.Path)
 		defer l.unregister(w)
 		// A grant applied between the proposal and the registration
@@ -561,13 +561,26 @@ func (l *lockService) ended(c *clientConn, str *quic.Stream, node string, sessio
 // release handles MsgLockRelease: the lock request Node goes, held or
 // waiting.
 func (l *lockService) release(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
-	if req.Node == "" {
-		return nil, fmt.Errorf("%w: release names no request node", namespace.ErrBadCommand)
+	if req.Node == "" && req.RequestID == "" {
+		return nil, fmt.Errorf("%w: release names no request node or request id", namespace.ErrBadCommand)
 	}
 	if err := l.f.keep.serving(); err != nil {
 		return nil, err
 	}
-	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: req.Node, Session: req.Session, Identity: c.identity})
+	node := req.Node
+	if node == "" {
+		// The client never learned the node (a lost answer): its request
+		// id names it, or nothing was queued.
+		n, ok, err := l.f.s.store.LockByRequestID(req.Session, req.RequestID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: no lock request %q of session %d", session.ErrNotHeld, req.RequestID, req.Session)
+		}
+		node = n
+	}
+	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: node, Session: req.Session, Identity: c.identity})
 	if err != nil {
 		return nil, err
 	}

@@ -111,6 +111,10 @@ const (
 
 	CodeInternal Code = 99
 
+	// Limits errors (110–114).
+	CodeTooManyLockRequests Code = 110
+	CodeBadRequestID        Code = 111
+
 	// HTTP API errors (130–134).
 	CodeNoRoute          Code = 130
 	CodeMethodNotAllowed Code = 131
@@ -155,6 +159,8 @@ var codeTable = []struct {
 	{CodeWouldDeadlock, ErrWouldDeadlock, "WouldDeadlock"},
 	{CodeNotHeld, ErrNotHeld, "NotHeld"},
 	{CodeLocked, ErrLocked, "Locked"},
+	{CodeTooManyLockRequests, namespace.ErrTooManyLockRequests, "TooManyLockRequests"},
+	{CodeBadRequestID, namespace.ErrBadRequestID, "BadRequestID"},
 	{CodeNoRoute, ErrNoRoute, "NoRoute"},
 	{CodeMethodNotAllowed, ErrMethodNotAllowed, "MethodNotAllowed"},
 	{CodeNoElectionLeader, ErrNoElectionLeader, "NoElectionLeader"},

@@ -296,6 +296,12 @@ type Request struct {
 	Node            string     `codec:"n,omitempty"`   // LockRelease, LockRenew; Lock: re-attach
 	Sequencer       *Sequencer `codec:"sq,omitempty"`  // CheckSequencer
 	Try             bool       `codec:"try,omitempty"` // Lock: fail with ErrLocked unless granted at once
+	// RequestID (Lock, LockRelease) is the client's name for a lock
+	// request, unique in its session: a Lock naming the id of a live
+	// request of the session answers with that request (a retry after a
+	// lost answer never queues a second one); a LockRelease with it and
+	// no Node withdraws that request, if there is one.
+	RequestID string `codec:"lk_rid,omitempty"`
 
 	// Sessions (KeepAlive) are more sessions to renew with Session; see
 	// MsgKeepAlive.
