@@ -179,7 +179,8 @@ type Config struct {
 	MaxConns int
 	// MaxStreams bounds the request streams in flight across all
 	// connections (each may hold a frame being read); more are refused
-	// with ErrBusy. Default 65536.
+	// with ErrBusy. Default 16384 (each half-written one holds up to
+	// ~16 KiB until its 10s read deadline).
 	MaxStreams int
 	// MaxWatchBacklog bounds the watch events queued across all watches
 	// (waiting for, or being written to, clients that read slowly); a

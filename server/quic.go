@@ -32,7 +32,7 @@ const (
 	DefaultMaxWatchesPerConn      = 1024
 	DefaultMaxRequestsPerConn     = 4096
 	DefaultMaxConns               = 10000
-	DefaultMaxStreams             = 65536
+	DefaultMaxStreams             = 16384
 	DefaultMaxWatchBacklog        = 1000000
 )
 
