@@ -27,7 +27,7 @@ func BenchmarkLockRequestManyRequests(b *testing.B) {
 	}
 }
 
-//	go test ./namespace -run '^$' -bench 'SessionCloseManyRequests' -benchtime 1x
+// go test ./namespace -run '^$' -bench 'SessionCloseManyRequests' -benchtime 1x
 func BenchmarkSessionCloseManyRequests(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
