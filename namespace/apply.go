@@ -56,6 +56,9 @@ func (s *Store) ApplyBatch(entries []BatchEntry) []*Result {
 		}
 		r.Events = c.events
 		b.add(c, r)
+		if e.Cmd.Op == OpHashCheck && r.Err == nil && b.commitAndRenew() {
+			r.HashView = s.readView()
+		}
 	}
 	b.commit()
 	return out
@@ -442,6 +445,8 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		err = c.aclChange(cmd, true)
 	case OpSetLimits:
 		err = c.setLimits(cmd)
+	case OpHashCheck:
+		// nothing: the applied index and clock only
 	default:
 		err = fmt.Errorf("%w: unknown op %d", ErrBadCommand, cmd.Op)
 	}

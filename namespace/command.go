@@ -56,6 +56,7 @@ var opNames = [...]string{
 	OpACLSet:        "acl-set",
 	OpACLRemove:     "acl-remove",
 	OpSetLimits:     "set-limits",
+	OpHashCheck:     "hash-check",
 }
 
 func (o Op) String() string {

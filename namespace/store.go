@@ -101,6 +101,9 @@ type Result struct {
 	Results []Result // OpMulti: one per op; OpSessionExpire: one per session
 	Events  []Event  // in order; empty when Err != nil
 	Grants  []Grant  // locks this command granted, in revision order; their token is Index
+	// HashView (OpHashCheck) is the state as of this command, to hash
+	// (Snapshot.Hash) and Release; nil when the command failed.
+	HashView *Snapshot
 }
 
 // BatchEntry is one raft log entry handed to ApplyBatch.

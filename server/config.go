@@ -188,6 +188,11 @@ type Config struct {
 	// WatchBuffer does. Default 1000000 (~64 MiB).
 	MaxWatchBacklog int
 
+	// HashCheckInterval is how often the leader has every member hash its
+	// state at the same index and compare (hashcheck.go). Default 5m;
+	// negative turns the schedule off (POST /v1/hash-check still works).
+	HashCheckInterval time.Duration
+
 	// Clock is this member's wall clock. The cluster reads it once in its
 	// life, to stamp the first entry of a cluster that has no time yet;
 	// after that time comes from the log and Monotonic (clusterclock.go).
@@ -224,6 +229,7 @@ func DefaultConfig() Config {
 		ApplyTimeout:       10 * time.Second,
 		Clock:              time.Now,
 		Monotonic:          monotonicSince(time.Now()),
+		HashCheckInterval:  5 * time.Minute,
 	}
 	frontDefaults(&c)
 	return c

@@ -84,6 +84,12 @@
 //     the watch hub. Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
 //     presenting this member's own certificate. api.go says the rest.
+//   - Integrity: a storage fault in the namespace store, or a state hash
+//     that a majority of members disagrees with (hashcheck.go: the leader
+//     proposes OpHashCheck every HashCheckInterval, every member hashes
+//     that index and compares over the admin API), makes the member fail
+//     (storagefault.go): it stops serving, hands off leadership, stops
+//     raft and closes Failed, on which latchd exits 1.
 //   - Time (clusterclock.go): the leader stamps entries with the cluster
 //     time, the latest committed time advanced by its monotonic clock
 //     (Config.Monotonic); the wall clock (Config.Clock) is read only for a

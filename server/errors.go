@@ -24,6 +24,9 @@ var (
 	// error whether its connection broke or the leader lost the write.
 	ErrUnknownOutcome = session.ErrUnknownOutcome
 	ErrJoin           = errors.New("latch: join failed")
+	// ErrStateDiverged: a majority of the members hashed their state at an
+	// index differently from this member (hashcheck.go).
+	ErrStateDiverged = errors.New("latch: this member's state diverged from the cluster's")
 	// ErrMemberFailed: this member met a storage fault or found its state
 	// diverged, and stopped serving (storagefault.go). It is a
 	// namespace.ErrClosed on the wire, so clients go to another member.

@@ -47,6 +47,9 @@ type fsm struct {
 
 	// clock learns every committed time (nil in tests of the fsm alone).
 	clock *clusterClock
+	// hashView receives the results that carry a state view to hash
+	// (OpHashCheck); nil releases them.
+	hashView func(*namespace.Result)
 }
 
 var (
@@ -115,6 +118,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		if r != nil && !errors.Is(r.Err, namespace.ErrAlreadyApplied) {
 			fresh = append(fresh, r)
+		}
+		if r != nil && r.HashView != nil {
+			if f.hashView != nil {
+				f.hashView(r)
+			} else {
+				r.HashView.Release()
+			}
 		}
 	}
 	if f.clock != nil && len(entries) > 0 {

@@ -31,6 +31,8 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/remove", s.handleRemove)
 	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
 	s.memberRoutes(mux)
+	mux.HandleFunc("GET /v1/hash", s.handleHash)
+	mux.HandleFunc("POST /v1/hash-check", s.handleHashCheck)
 	mux.HandleFunc("GET /v1/limits", s.handleGetLimits)
 	mux.HandleFunc("PUT /v1/limits", s.handlePutLimits)
 	s.backupRoutes(mux)

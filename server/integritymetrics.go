@@ -22,8 +22,8 @@ var (
 	}, []string{"member", "result"})
 	hashMismatchGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "latch_state_hash_mismatch",
-		Help: "Alarm: 1 when the last comparison of this member's state hash with peer's differed; the index is in the log.",
-	}, []string{"member", "peer"})
+		Help: "Alarm: how many members' state hashes differed from this member's at the last comparison with each (0: all agree); the log names them and the index.",
+	}, []string{"member"})
 	noSpaceGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "latch_storage_no_space",
 		Help: "1 while this member refuses writes because its disk is full.",

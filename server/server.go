@@ -32,6 +32,7 @@ type Server struct {
 
 	store     *namespace.Store
 	clock     *clusterClock // the time entries are stamped with
+	hashes    *hashChecker
 	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
@@ -119,6 +120,7 @@ func withDefaults(cfg Config) Config {
 	setIfZero(&cfg.TrailingLogs, def.TrailingLogs)
 	setIfZero(&cfg.SnapshotRetain, def.SnapshotRetain)
 	setIfZero(&cfg.ApplyTimeout, def.ApplyTimeout)
+	setIfZero(&cfg.HashCheckInterval, def.HashCheckInterval)
 	frontDefaults(&cfg)
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
@@ -202,6 +204,8 @@ func (s *Server) open() error {
 	s.fsm = newFSM(s.store, cfg.Observer)
 	s.fsm.log = s.log
 	s.fsm.clock = s.clock
+	s.hashes = newHashChecker(s)
+	s.fsm.hashView = s.hashes.take
 	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
 	noteLimits(s.store, cfg.Limits, s.log)
 	if err := s.openFront(); err != nil {
@@ -211,6 +215,12 @@ func (s *Server) open() error {
 		return err
 	}
 	s.metrics = newServerMetrics(s)
+	registerIntegrityMetrics()
+	memberFailedGauge.WithLabelValues(cfg.ID).Set(0)
+	noSpaceGauge.WithLabelValues(cfg.ID).Set(0)
+	hashMismatchGauge.WithLabelValues(cfg.ID).Set(0)
+	hashChecksTotal.WithLabelValues(cfg.ID, "match")
+	hashChecksTotal.WithLabelValues(cfg.ID, "mismatch")
 	return nil
 }
 
@@ -273,6 +283,7 @@ func (s *Server) Start() error {
 		}
 	})
 	s.goFunc(s.watchStorage)
+	s.goFunc(s.hashCheckLoop)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()

@@ -62,6 +62,7 @@ type options struct {
 	faultInjection                    bool
 	tlsCert, tlsKey, tlsClientCA      string
 	lockDelay, maxLockDelay           time.Duration
+	hashCheckInterval                 time.Duration
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
 	admins, aclDefault                string
@@ -101,6 +102,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
 	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
+	fs.DurationVar(&o.hashCheckInterval, "hash-check-interval", def.HashCheckInterval,
+		"how often the leader has every member hash its state at one index and compare; a member in the minority stops serving (negative: off)")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
 		"the longest lock-delay a request may ask for; a cluster setting like --lock-delay")
 	fs.IntVar(&o.lockHistory, "lock-history", def.Limits.LockHistoryMax,
@@ -122,6 +125,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxWatchesPerID, "max-watches-per-identity", def.MaxWatchesPerIdentity, "open watches of one client identity, across its connections")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
+
+// failLinger is how long a failed member stays up, serving only its admin
+// endpoint's reads, before it exits.
+const failLinger = 3 * time.Second
 
 // loadConfigFile sets every flag named in the JSON file that the command
 // line did not set. Values keep their JSON types: a number is written as
@@ -294,6 +301,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	}
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection
+	cfg.HashCheckInterval = o.hashCheckInterval
 	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
 	cfg.Limits.MaxLockDelayMillis = o.maxLockDelay.Milliseconds()
 	cfg.Limits.LockHistoryMax = o.lockHistory
@@ -383,7 +391,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case <-s.Removed():
 		logger.Error("shutting down: this member was removed from the cluster; to bring it back, delete its data dir and start it with --join")
 	case <-s.Failed():
-		// The member logged why; it has stopped serving.
+		// The member logged why and serves nothing; it lingers a moment
+		// so the others can still read its state hash and name it.
+		select {
+		case <-ctx.Done():
+		case <-time.After(failLinger):
+		}
 		s.Close()
 		return 1
 	}
