@@ -107,10 +107,12 @@
 // (Campaign, Proclaim, Leader, Observe, Resign, Term) is an exclusive lock
 // whose request node holds the leader's value, Semaphore and Barrier are
 // built on the namespace alone, and Client.CheckSequencer and
-// Client.LockQueue read the lock state. A held lock's stream stays open,
-// so Lost() closes as soon as the server takes the lock away or the
-// session ends; after a failover the client re-attaches to its request
-// (waiting or held) and keeps its place in the queue. A grant arriving
+// Client.LockQueue read the lock state. A held lock costs no stream: the
+// server tells of its end on the connection's lock notices stream, so
+// Lost() closes as soon as the server takes the lock away or the session
+// ends; after a failover the client re-attaches to its request (waiting or
+// held) and keeps its place in the queue. A retried request carries its
+// request id and finds the request already queued. A grant arriving
 // after the session's LeaseEnd is refused with ErrLockLost. See mutex.go
 // for the protocol.
 //

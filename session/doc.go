@@ -63,10 +63,12 @@
 // namespace) tells the client that events were lost (history gone, or it
 // fell behind its buffer) and it must re-read from Rev. Lock streams: a
 // LockQueued frame with Node and Rev, then LockGranted with Token, or an
-// error frame; after the grant the stream stays open and ends with an
-// ErrNotHeld frame when the lock goes away. A client re-attaches to its
-// request after a reconnection with MsgLock{Node}. A frame with a non-zero
-// Code always ends a stream.
+// error frame; the stream ends at the grant (a held lock is no request in
+// flight), and the lock's end is told on the connection's one
+// MsgLockNotices stream (LockGone, Node, why). A client re-attaches to its
+// request after a reconnection with MsgLock{Node}, and names each new
+// request with a RequestID so that a retry after a lost answer gets the
+// same request. A frame with a non-zero Code always ends a stream.
 //
 // # Errors
 //
