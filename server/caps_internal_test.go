@@ -164,3 +164,38 @@ func TestWatchBacklogBounded(t *testing.T) {
 	}
 	t.Logf("peak backlog %d events, %d watches resynced", peak, resyncs)
 }
+
+// Idle connections were held forever (3,000 at ~58 KB each): one with no
+// session and no request is closed after IdleConnTimeout, naming the flag;
+// one with a session stays.
+func TestIdleConnClosed(t *testing.T) {
+	s := startDevWith(t, func(c *Config) { c.IdleConnTimeout = 300 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	withSession, err := rawConn(t, ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := session.RoundTrip(ctx, withSession, &session.Request{Type: session.MsgOpenSession, TTLMillis: 10000})
+	if err != nil || open.Err() != nil {
+		t.Fatal(err, open.Err())
+	}
+	idle, err := rawConn(t, ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-idle.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("an idle connection was kept")
+	}
+	var ae *quic.ApplicationError
+	if !errors.As(context.Cause(idle.Context()), &ae) || !strings.Contains(ae.ErrorMessage, "--idle-conn-timeout") {
+		t.Fatalf("idle connection closed with %v", context.Cause(idle.Context()))
+	}
+	// The connection with a session, older than the idle one, is served.
+	resp, err := session.RoundTrip(ctx, withSession, &session.Request{Type: session.MsgKeepAlive, Session: open.Session})
+	if err != nil || resp.Err() != nil {
+		t.Fatalf("connection with a session after the idle one was closed: %v %v", err, resp.Err())
+	}
+}

@@ -187,6 +187,10 @@ type Config struct {
 	// watch that would go beyond it ends with a Resync, as a full
 	// WatchBuffer does. Default 1000000 (~64 MiB).
 	MaxWatchBacklog int
+	// IdleConnTimeout closes a client connection that has no session
+	// attached and no request in flight for this long (an idle connection
+	// still costs ~60 KiB). Default 2m.
+	IdleConnTimeout time.Duration
 
 	// HashCheckInterval is how often the leader has every member hash its
 	// state at the same index and compare (hashcheck.go). Default 5m;

@@ -34,6 +34,7 @@ const (
 	DefaultMaxConns               = 10000
 	DefaultMaxStreams             = 16384
 	DefaultMaxWatchBacklog        = 1000000
+	DefaultIdleConnTimeout        = 2 * time.Minute
 )
 
 // watchWriteTimeout bounds how long a watch waits for its client to take
@@ -74,6 +75,7 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxConns, DefaultMaxConns)
 	setIfZero(&cfg.MaxStreams, DefaultMaxStreams)
 	setIfZero(&cfg.MaxWatchBacklog, DefaultMaxWatchBacklog)
+	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
 	def := session.DefaultConfig()
@@ -126,6 +128,8 @@ func (c *Config) validateFront() error {
 		return bad("MaxStreams", "%d must be at least 1", c.MaxStreams)
 	case c.MaxWatchBacklog < 1:
 		return bad("MaxWatchBacklog", "%d must be at least 1", c.MaxWatchBacklog)
+	case c.IdleConnTimeout < 0:
+		return bad("IdleConnTimeout", "%v is negative", c.IdleConnTimeout)
 	}
 	if err := c.Transport.Validate(); err != nil {
 		return bad("Transport", "%v", err)
@@ -412,11 +416,14 @@ func (c *clientConn) serve() {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	idle := c.idleTimer()
+	defer idle.Stop()
 	for {
 		str, err := c.conn.AcceptStream(c.conn.Context())
 		if err != nil {
 			return
 		}
+		idle.Reset(c.f.s.cfg.IdleConnTimeout)
 		var refused error
 		select {
 		case c.sem <- struct{}{}:
@@ -447,6 +454,24 @@ func (c *clientConn) serve() {
 			c.serveStream(str, free)
 		}()
 	}
+}
+
+// idleTimer closes the connection once it has had no session and no
+// request in flight for IdleConnTimeout; serve resets it on every stream.
+func (c *clientConn) idleTimer() *time.Timer {
+	timeout := c.f.s.cfg.IdleConnTimeout
+	var t *time.Timer
+	t = time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		busy := len(c.attached) > 0
+		c.mu.Unlock()
+		if busy || len(c.sem) > 0 {
+			t.Reset(timeout)
+			return
+		}
+		c.conn.CloseWithError(session.ConnClosed, fmt.Sprintf("latch: idle connection closed: no session and no request for %v (--idle-conn-timeout)", timeout))
+	})
+	return t
 }
 
 // hello handles the first stream, which must carry Hello. On a refusal it

@@ -72,6 +72,7 @@ type options struct {
 	maxConns, maxStreams              int
 	maxRequestsPerConn                int
 	maxWatchBacklog                   int
+	idleConnTimeout                   time.Duration
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -123,6 +124,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxSessionsPerID, "max-sessions-per-identity", def.MaxSessionsPerIdentity, "open sessions of one client identity")
 	fs.IntVar(&o.maxAnonSessions, "max-anonymous-sessions-per-host", def.MaxAnonymousSessions, "open sessions of clients without a certificate (they share one identity) per client IP address")
 	fs.IntVar(&o.maxWatchesPerID, "max-watches-per-identity", def.MaxWatchesPerIdentity, "open watches of one client identity, across its connections")
+	fs.DurationVar(&o.idleConnTimeout, "idle-conn-timeout", server.DefaultIdleConnTimeout,
+		"close a client connection with no session and no request for this long")
 	fs.BoolVar(&o.version, "version", false, "print the version and build of this binary and exit")
 }
 
@@ -309,6 +312,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.MaxConns, cfg.MaxStreams, cfg.MaxWatchBacklog = o.maxConns, o.maxStreams, o.maxWatchBacklog
 	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
+	cfg.IdleConnTimeout = o.idleConnTimeout
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests
 		cfg.MaxWatchesPerConn = max(cfg.MaxRequestsPerConn/2, 1)
 	}
