@@ -37,9 +37,12 @@ var (
 	ErrBadRule = namespace.ErrBadRule
 
 	// Session and transport errors.
-	ErrSessionExpired  = session.ErrSessionExpired
-	ErrNotLeader       = session.ErrNotLeader
-	ErrNoLeader        = session.ErrNoLeader
+	ErrSessionExpired = session.ErrSessionExpired
+	ErrNotLeader      = session.ErrNotLeader
+	ErrNoLeader       = session.ErrNoLeader
+	// ErrNoSpace: the cluster's leader refuses writes because its disk is
+	// (nearly) full; retry once an operator freed space.
+	ErrNoSpace         = session.ErrNoSpace
 	ErrUnknownSession  = session.ErrUnknownSession
 	ErrBadSecret       = session.ErrBadSecret
 	ErrVersion         = session.ErrVersion

@@ -192,6 +192,12 @@ type Config struct {
 	// still costs ~60 KiB). Default 2m.
 	IdleConnTimeout time.Duration
 
+	// MinFreeSpace is the free space (bytes) the data dir's file system
+	// must keep: below it the member refuses writes with ErrNoSpace and
+	// applies nothing until space returns (diskfull.go). Default 256 MiB;
+	// negative turns the guard off.
+	MinFreeSpace int64
+
 	// HashCheckInterval is how often the leader has every member hash its
 	// state at the same index and compare (hashcheck.go). Default 5m;
 	// negative turns the schedule off (POST /v1/hash-check still works).
@@ -234,6 +240,7 @@ func DefaultConfig() Config {
 		Clock:              time.Now,
 		Monotonic:          monotonicSince(time.Now()),
 		HashCheckInterval:  5 * time.Minute,
+		MinFreeSpace:       256 << 20,
 	}
 	frontDefaults(&c)
 	return c

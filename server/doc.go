@@ -90,6 +90,9 @@
 //     that index and compares over the admin API), makes the member fail
 //     (storagefault.go): it stops serving, hands off leadership, stops
 //     raft and closes Failed, on which latchd exits 1.
+//   - Disk full (diskfull.go): below Config.MinFreeSpace free bytes the
+//     leader refuses proposals with ErrNoSpace and the FSM waits, instead
+//     of badger dying with SIGBUS in a memory-mapped write.
 //   - Time (clusterclock.go): the leader stamps entries with the cluster
 //     time, the latest committed time advanced by its monotonic clock
 //     (Config.Monotonic); the wall clock (Config.Clock) is read only for a

@@ -50,6 +50,9 @@ type fsm struct {
 	// hashView receives the results that carry a state view to hash
 	// (OpHashCheck); nil releases them.
 	hashView func(*namespace.Result)
+	// waitSpace blocks while the disk is full (diskfull.go); false means
+	// the member is stopping. nil: no guard.
+	waitSpace func() bool
 }
 
 var (
@@ -94,6 +97,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		slots = append(slots, i)
 	}
 	var results []*namespace.Result
+	if len(entries) > 0 && f.waitSpace != nil && !f.waitSpace() {
+		// Stopping with a full disk: apply nothing (a restart replays).
+		for j, slot := range slots {
+			out[slot] = &namespace.Result{Index: entries[j].Index, Err: namespace.ErrClosed}
+		}
+		return out
+	}
 	if len(entries) > 0 {
 		results = f.store.ApplyBatch(entries)
 		if len(results) != len(entries) {

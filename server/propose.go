@@ -34,6 +34,9 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
+	if err := s.disk.refuse(); err != nil {
+		return nil, err
+	}
 	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.clock.now(), Cmd: *cmd})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)

@@ -33,6 +33,7 @@ type Server struct {
 	store     *namespace.Store
 	clock     *clusterClock // the time entries are stamped with
 	hashes    *hashChecker
+	disk      *diskGuard
 	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
@@ -121,6 +122,7 @@ func withDefaults(cfg Config) Config {
 	setIfZero(&cfg.SnapshotRetain, def.SnapshotRetain)
 	setIfZero(&cfg.ApplyTimeout, def.ApplyTimeout)
 	setIfZero(&cfg.HashCheckInterval, def.HashCheckInterval)
+	setIfZero(&cfg.MinFreeSpace, def.MinFreeSpace)
 	frontDefaults(&cfg)
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
@@ -205,6 +207,9 @@ func (s *Server) open() error {
 	s.fsm.log = s.log
 	s.fsm.clock = s.clock
 	s.hashes = newHashChecker(s)
+	s.disk = newDiskGuard(s)
+	s.disk.check()
+	s.fsm.waitSpace = s.disk.wait
 	s.fsm.hashView = s.hashes.take
 	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
 	noteLimits(s.store, cfg.Limits, s.log)
@@ -284,6 +289,7 @@ func (s *Server) Start() error {
 	})
 	s.goFunc(s.watchStorage)
 	s.goFunc(s.hashCheckLoop)
+	s.goFunc(s.disk.loop)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()

@@ -41,7 +41,10 @@ var (
 	ErrNotHeld       = errors.New("latch: lock not held")
 	// ErrLocked: a try-lock found the lock held or queued for.
 	// It is decided by the state machine; one identity end to end.
-	ErrLocked       = namespace.ErrLocked
+	ErrLocked = namespace.ErrLocked
+	// ErrNoSpace: the leader's disk is (nearly) full, so it refuses
+	// writes; reads still work. Writes resume once space is freed.
+	ErrNoSpace      = errors.New("latch: no space left on the leader's disk: writes are refused until space is freed")
 	ErrInternal     = errors.New("latch: internal error")
 	ErrUnknownCode  = errors.New("latch: unknown error code")
 	ErrStreamClosed = errors.New("latch: stream closed")
@@ -103,6 +106,9 @@ const (
 	CodeWouldDeadlock Code = 40
 	CodeNotHeld       Code = 41
 	CodeLocked        Code = 42
+
+	// Storage errors (105-109 are the integrity workstream's).
+	CodeNoSpace Code = 105
 
 	// ACL errors (120-124 are the acl workstream's).
 	CodePermissionDenied Code = 120
@@ -167,6 +173,7 @@ var codeTable = []struct {
 	{CodePermissionDenied, namespace.ErrPermissionDenied, "PermissionDenied"},
 	{CodeReservedName, namespace.ErrReservedName, "ReservedName"},
 	{CodeBadRule, namespace.ErrBadRule, "BadRule"},
+	{CodeNoSpace, ErrNoSpace, "NoSpace"},
 	{CodeInternal, ErrInternal, "Internal"},
 }
 

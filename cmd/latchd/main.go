@@ -63,6 +63,7 @@ type options struct {
 	tlsCert, tlsKey, tlsClientCA      string
 	lockDelay, maxLockDelay           time.Duration
 	hashCheckInterval                 time.Duration
+	minFreeMiB                        int64
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
 	admins, aclDefault                string
@@ -103,6 +104,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
 	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
+	fs.Int64Var(&o.minFreeMiB, "min-free-mib", def.MinFreeSpace>>20,
+		"free space (MiB) the data dir's disk must keep: below it writes are refused with \"no space left\" until space is freed (negative: off)")
 	fs.DurationVar(&o.hashCheckInterval, "hash-check-interval", def.HashCheckInterval,
 		"how often the leader has every member hash its state at one index and compare; a member in the minority stops serving (negative: off)")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
@@ -305,6 +308,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = o.snapshotThreshold, o.snapshotInterval, o.trailingLogs
 	cfg.FaultInjection = o.faultInjection
 	cfg.HashCheckInterval = o.hashCheckInterval
+	cfg.MinFreeSpace = o.minFreeMiB << 20
 	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
 	cfg.Limits.MaxLockDelayMillis = o.maxLockDelay.Milliseconds()
 	cfg.Limits.LockHistoryMax = o.lockHistory
