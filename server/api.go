@@ -380,6 +380,10 @@ func (a *apiFront) wrap(rt apiRoute) http.Handler {
 				return
 			}
 		}
+		if err := a.checkCell(r, rt); err != nil {
+			apiError(w, err) // the same refusal as the QUIC front's
+			return
+		}
 		c := a.callerOf(r)
 		if rt.local {
 			rt.h(w, r, c)
@@ -594,6 +598,8 @@ func apiStatus(c session.Code) int {
 		return http.StatusBadRequest
 	case session.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case session.CodeWrongCell:
+		return http.StatusMisdirectedRequest
 	case session.CodeTooManyWatches, session.CodeTooManySessions, session.CodeBusy:
 		return http.StatusTooManyRequests
 	case session.CodeTimeout:

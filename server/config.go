@@ -143,6 +143,12 @@ type Config struct {
 	// without TLSClientCA (no identities to tell apart) and deny with
 	// mutual TLS. Changing it later takes `latch acl set '*' / ...`.
 	ACLDefault string
+	// Cell makes this member's cluster one cell of a larger namespace: it
+	// serves /Cell and the paths below it, and refuses any other path with
+	// session.ErrWrongCell before anything is applied. The ready leader
+	// creates /Cell when it is missing. "" (the default): no cell, every
+	// path is served.
+	Cell string
 	// MaxSessionsPerIdentity bounds the open sessions of one TLS identity.
 	// Default 10000.
 	MaxSessionsPerIdentity int
@@ -320,6 +326,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return bad("Limits", "%v", err)
+	}
+	if c.Cell != "" {
+		if err := namespace.ValidatePath("/"+c.Cell, namespace.DefaultLimits()); err != nil || strings.Contains(c.Cell, "/") {
+			return bad("Cell", "%q is not one path component", c.Cell)
+		}
 	}
 	switch {
 	case c.HeartbeatTimeout < 5*time.Millisecond:

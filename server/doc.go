@@ -39,6 +39,15 @@
 //     Config.ACLDefault) through the log when there are none. Session and
 //     watch caps (per identity, per anonymous host, cluster-wide) are the
 //     leader's in-memory bookkeeping, never Apply's.
+//   - Cells (cell.go): with Config.Cell a member serves /Cell and below
+//     only. front.checkCell refuses any request naming another path
+//     (Path, Node, Sequencer.Path, each Multi op) with session.ErrWrongCell
+//     before its handler runs, on the QUIC front and for the HTTP API's
+//     bodies; apiFront.checkCell refuses a route's {path...} the same way
+//     before it is served or forwarded. The check is per-member config at
+//     the front, never in Apply: every member of a cell has the same flag,
+//     and what Apply decides still comes from the log alone. The leader
+//     creates /Cell before it is ready (bootstrapCell).
 //   - Leader readiness: after winning an election the leader commits a
 //     barrier before IsLeader reports true, SubscribeLeadership delivers
 //     true, or linearizable reads are served. A term change without an

@@ -178,6 +178,11 @@ func (s *Server) reconcileLeadership() {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.ApplyTimeout)
 	err = s.bootstrapLimits(ctx)
 	if err == nil {
+		// Before the ACL bootstrap, so that the first rules do not stand in
+		// its way; a failure only leaves clients to create the root.
+		if cerr := s.bootstrapCell(ctx); cerr != nil {
+			s.log.Warn("creating the cell root failed", "term", cur, "err", cerr)
+		}
 		err = s.bootstrapACL(ctx)
 	}
 	cancel()

@@ -581,6 +581,11 @@ func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, r
 			return
 		}
 	}
+	if err := f.checkCell(req); err != nil {
+		_ = session.Reply(str, session.ErrorResponse(err))
+		f.s.metrics.ops.request(req.Type, time.Time{}, err, false)
+		return
+	}
 	if h, ok := f.strm[req.Type]; ok {
 		err := h(ctx, c, str, req)
 		if err != nil {
@@ -609,6 +614,9 @@ func (f *front) call(ctx context.Context, c *clientConn, req *session.Request) (
 		if err := c.checkSession(req.Session); err != nil {
 			return nil, err
 		}
+	}
+	if err := f.checkCell(req); err != nil {
+		return nil, err
 	}
 	return f.callUnary(ctx, c, req)
 }

@@ -60,6 +60,12 @@ var (
 	// ErrNoElectionLeader: the election has no leader right now; campaign,
 	// or observe it to learn when one is elected.
 	ErrNoElectionLeader = errors.New("latch: election has no leader")
+
+	// ErrWrongCell: the path belongs to another cell (its first component
+	// names the cell) than the one this member serves; nothing was
+	// applied. Send it to that cell's members (a client with a cell map
+	// routes it there itself). See WrongCell.
+	ErrWrongCell = errors.New("latch: path belongs to another cell")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -125,6 +131,9 @@ const (
 	CodeNoRoute          Code = 130
 	CodeMethodNotAllowed Code = 131
 	CodeNoElectionLeader Code = 132
+
+	// Cells errors (140–144).
+	CodeWrongCell Code = 140
 )
 
 // codeTable pairs every code with the sentinel it stands for. CodeOf walks
@@ -170,6 +179,7 @@ var codeTable = []struct {
 	{CodeNoRoute, ErrNoRoute, "NoRoute"},
 	{CodeMethodNotAllowed, ErrMethodNotAllowed, "MethodNotAllowed"},
 	{CodeNoElectionLeader, ErrNoElectionLeader, "NoElectionLeader"},
+	{CodeWrongCell, ErrWrongCell, "WrongCell"},
 	{CodePermissionDenied, namespace.ErrPermissionDenied, "PermissionDenied"},
 	{CodeReservedName, namespace.ErrReservedName, "ReservedName"},
 	{CodeBadRule, namespace.ErrBadRule, "BadRule"},

@@ -67,6 +67,7 @@ type options struct {
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
 	admins, aclDefault                string
+	cell                              string
 	maxSessions, maxSessionsPerID     int
 	maxAnonSessions, maxWatchesPerID  int
 	version                           bool
@@ -121,6 +122,7 @@ func (o *options) register(fs *flag.FlagSet) {
 		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
 	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
 		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
+	fs.StringVar(&o.cell, "cell", "", "serve one cell of a larger namespace: only /NAME and the paths below it (others are refused with WrongCell, naming their cell); the first leader creates /NAME. Default: no cell, every path")
 	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate), made admins of / by the first leader when the cluster has no ACL rules (--dev: "+session.DevClientName+")")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
 	fs.IntVar(&o.maxSessions, "max-sessions", def.MaxSessions, "open sessions in the whole cluster")
@@ -327,6 +329,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 		cfg.Admins = []string{session.DevClientName} // the CLI's dev certificate
 	}
 	cfg.ACLDefault = o.aclDefault
+	cfg.Cell = o.cell
 	cfg.MaxSessions, cfg.MaxSessionsPerIdentity = o.maxSessions, o.maxSessionsPerID
 	cfg.MaxAnonymousSessions, cfg.MaxWatchesPerIdentity = o.maxAnonSessions, o.maxWatchesPerID
 	cfg.Logger = logger
