@@ -44,7 +44,9 @@
 // The WAL keeps raft's stable keys (term, vote) in a small bbolt file next
 // to its segments. OpenWAL takes an exclusive flock on the directory (bbolt
 // would wait forever for a second process) and the WAL's Close also closes
-// that file, which raft-wal v0.4.0's own Close leaves open.
+// that file (raft-wal v0.4.0's own Close left it open, so a member could
+// not reopen its WAL in the same process; v0.4.1 closes it too, and a
+// second close is a no-op).
 //
 // # Migration
 //

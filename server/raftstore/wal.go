@@ -17,9 +17,9 @@ import (
 var ErrLocked = errors.New("latch: raft log is in use by another process (is another latchd running on this data dir?)")
 
 // WAL is a member's raft log and stable store: a hashicorp/raft-wal WAL
-// that also holds an exclusive lock on its directory and, unlike the bare
-// WAL, releases its metadata database on Close (so a member can reopen it
-// in the same process).
+// that also holds an exclusive lock on its directory, hides entries below
+// a head truncation and releases its metadata database on Close (so a
+// member can reopen it in the same process).
 type WAL struct {
 	*wal.WAL
 	meta *metadb.BoltMetaDB
