@@ -145,8 +145,8 @@
 //     depends on a member instead (its clock, its session TTL bounds) the
 //     leader writes into the command before proposing it.
 //
-// To add a setting: add a field to Limits with a new codec tag and a json
-// name, its default in DefaultLimits and its bounds in Limits.Validate,
+// To add a setting: add an integer field to Limits (latch limits handles
+// settings as integers by json name) with a new codec tag and a json name, its default in DefaultLimits and its bounds in Limits.Validate,
 // and read it in Apply through cmdCtx.limits() (reads outside Apply use
 // Store.Limits()). A record written before the field existed decodes with
 // the default (records decode over DefaultLimits), so no migration is

@@ -125,7 +125,7 @@ func (h *hashChecker) compare(ctx context.Context, index uint64, mine namespace.
 	registerIntegrityMetrics()
 	ctx, cancel := context.WithTimeout(ctx, hashWait)
 	defer cancel()
-	ac := adminapi.NewClient(nil, 2*time.Second)
+	ac := s.peerAdmin(2 * time.Second)
 	defer ac.CloseIdleConnections()
 	type answer struct{ id, hash string }
 	answers := make(chan answer, len(members))

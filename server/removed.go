@@ -45,7 +45,7 @@ func (s *Server) askPeersIfRemoved(ctx context.Context) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	ac := adminapi.NewClient(nil, 2*time.Second)
+	ac := s.peerAdmin(2 * time.Second)
 	defer ac.CloseIdleConnections()
 	for _, m := range ms {
 		if m.ID == s.cfg.ID || m.HTTPAddr == "" {

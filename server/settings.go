@@ -16,7 +16,7 @@ import (
 // conditional OpSetLimits, so of two racing first leaders only one wins);
 // from then on the replicated settings are in force on every member, a
 // member whose configuration differs logs that its own values are ignored,
-// and an operator changes them with PUT /v1/limits.
+// and an operator changes them with PUT /v1/limits (latch limits set).
 
 // bootstrapLimits records Config.Limits as the cluster settings when no
 // command has set them yet. Only the leader calls it, before it is ready.

@@ -1,5 +1,6 @@
 // Command latch is the command-line client of a latch cluster: namespace
-// operations, watches, sessions, members and status; locks (lock, locks)
+// operations, watches, sessions, members, cluster settings (limits) and
+// status; locks (lock, locks)
 // and elections (elect); benchmarks against a running cluster (bench); and
 // the chaos runner that proves a cluster safe under faults (chaos).
 //
@@ -87,7 +88,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.sessionTTL, "session-ttl", g.sessionTTL, "TTL of the command's session (ephemeral nodes live as long as it)")
 	fs.StringVar(&g.output, "o", g.output, "output format: text or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long a command may take (for watch: to connect and start watching)")
-	fs.StringVar(&g.admin, "admin", g.admin, "admin HTTP address (host:port or https://host:port) of a member, for member, snapshot and bench\n(default: the addresses the members publish)")
+	fs.StringVar(&g.admin, "admin", g.admin, "admin HTTP address (host:port or https://host:port) of a member, for member, snapshot, limits and bench\n(default: the addresses the members publish)")
 }
 
 func (g *globals) validate() error {
