@@ -130,6 +130,27 @@
 // lock-x-NNNNNNNNNN and lock-s-NNNNNNNNNN are the lock code's
 // (ErrReservedName).
 //
+// # Cells
+//
+// A namespace split into cells (latchd --cell NAME: cell NAME serves /NAME
+// and below) is used through Cells (DialCells): it routes each request by
+// its path's first component to that cell's Client, dialed the first time
+// the cell is used, so a cell never used is never contacted. Each cell's
+// Client keeps its own default session: locks in /a and /b are held by two
+// sessions from one Cells. CheckSequencer asks the sequencer's cell (its
+// Path). A multi whose ops name two cells and a watch on "/" fail with
+// ErrCrossCell before anything is sent; a path of a cell missing from the
+// map fails with session.ErrWrongCell, the error a member returns for a
+// path of another cell.
+//
+// The cell map (cell name to client endpoints) starts from
+// CellsConfig.Map; with MapCell it is replicated data of that cell, the
+// JSON node CellMapNode(MapCell) written by PublishCellMap. The client reads it at DialCells and watches it; each
+// change is read again and used for the next dial of a cell. While the map
+// cell is down the client keeps the last map it read (and the bootstrap
+// map if it never read one); cells already dialed keep their connections,
+// which follow their own members, whatever the map says.
+//
 // # Decisions not in DESIGN.md
 //
 //   - Delete with Recursive is done by the client, child by child, like
