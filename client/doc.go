@@ -145,7 +145,8 @@
 //
 // The cell map (cell name to client endpoints) starts from
 // CellsConfig.Map; with MapCell it is replicated data of that cell, the
-// JSON node CellMapNode(MapCell) written by PublishCellMap. The client reads it at DialCells and watches it; each
+// JSON node CellMapNode(MapCell) written by PublishCellMap (or `latch
+// cells publish`). The client reads it at DialCells and watches it; each
 // change is read again and used for the next dial of a cell. While the map
 // cell is down the client keeps the last map it read (and the bootstrap
 // map if it never read one); cells already dialed keep their connections,

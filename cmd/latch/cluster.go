@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -90,18 +92,20 @@ func init() {
 		summary: "show the leader, term, applied index and every member's health",
 		help: `Every member is asked directly (at its client address) for its state,
 all at once; one that does not answer within --member-timeout is "down"
-(-o json says why in its error field).`,
+(-o json says why in its error field). With --cells every cell of the map
+is shown, one after another ("== cell NAME"; -o json: {"cells": {NAME: ...}});
+a cell that does not answer is "down" and the others are still shown.`,
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
 			memberTimeout := fs.Duration("member-timeout", time.Second, "how long each member has to answer")
-			return connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
+			one := func(ctx context.Context, c *client.Client) (map[string]any, func(w io.Writer), error) {
 				leader, leaderAddr, err := c.Status(ctx)
 				if err != nil {
-					return err
+					return nil, nil, err
 				}
 				members, err := c.Members(ctx)
 				if err != nil {
-					return err
+					return nil, nil, err
 				}
 				health := memberHealth(ctx, c, members, *memberTimeout)
 				v := map[string]any{
@@ -115,7 +119,7 @@ all at once; one that does not answer within --member-timeout is "down"
 					"version":        leader.Version,
 					"members":        health,
 				}
-				return e.emit(v, func(w io.Writer) {
+				return v, func(w io.Writer) {
 					fmt.Fprintf(w, "leader         %s (%s)\n", leader.ID, dash(leaderAddr))
 					fmt.Fprintf(w, "term           %d\n", leader.Term)
 					fmt.Fprintf(w, "commit index   %d\n", leader.CommitIndex)
@@ -132,9 +136,62 @@ all at once; one that does not answer within --member-timeout is "down"
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", h.ID, dash(h.ClientAddr), h.Health, dash(h.State), h.Term, h.AppliedIndex, h.Lag, dash(h.Version))
 					}
 					tw.Flush()
-				})
+				}, nil
+			}
+			single := connected(func(ctx context.Context, e *env, c *client.Client, _ []string) error {
+				v, text, err := one(ctx, c)
+				if err != nil {
+					return err
+				}
+				return e.emit(v, text)
 			})
+			return func(ctx context.Context, e *env, args []string) error {
+				if e.g.cells == "" {
+					return single(ctx, e, args)
+				}
+				return cellsStatus(ctx, e, one)
+			}
 		},
+	})
+}
+
+// cellsStatus is status for every cell of the --cells map, one after
+// another: a cell that does not answer is shown with its error and the
+// others still are.
+func cellsStatus(ctx context.Context, e *env, one func(context.Context, *client.Client) (map[string]any, func(io.Writer), error)) error {
+	ctx, cancel := e.withTimeout(ctx)
+	defer cancel()
+	x, err := e.cellsClient(ctx)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(x.Map()))
+	all := map[string]any{}
+	texts := make([]func(io.Writer), len(names))
+	for i, name := range names {
+		cctx, ccancel := context.WithTimeout(ctx, e.g.timeout/time.Duration(len(names)))
+		c, err := x.Client(cctx, "/"+name)
+		var v map[string]any
+		if err == nil {
+			v, texts[i], err = one(cctx, c)
+		}
+		ccancel()
+		if err != nil {
+			all[name] = map[string]any{"error": err.Error()}
+			msg := err.Error()
+			texts[i] = func(w io.Writer) { fmt.Fprintf(w, "down: %s\n", msg) }
+			continue
+		}
+		all[name] = v
+	}
+	return e.emit(map[string]any{"cells": all}, func(w io.Writer) {
+		for i, name := range names {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "== cell %s\n", name)
+			texts[i](w)
+		}
 	})
 }
 

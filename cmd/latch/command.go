@@ -128,7 +128,7 @@ func connected(run func(ctx context.Context, e *env, c *client.Client, args []st
 	return func(ctx context.Context, e *env, args []string) error {
 		ctx, cancel := e.withTimeout(ctx)
 		defer cancel()
-		c, err := e.client(ctx)
+		c, err := e.clientFor(ctx, args)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 //
 // The environment variable of a global flag is LATCH_ and the flag's name
 // in capitals with - as _ (LATCH_ENDPOINTS, LATCH_CA, LATCH_CERT,
-// LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT), and
+// LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT, LATCH_CELLS), and
 // LATCH_OUTPUT for -o. The config file is a JSON object whose keys are the
 // flag names ("endpoints" may be a list); it is $LATCH_CONFIG, else
 // latch/config.json in the user's config folder (~/.config on Linux) when

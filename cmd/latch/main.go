@@ -25,6 +25,9 @@
 //   - --timeout bounds the whole command, except watch, which it bounds
 //     only until the watch is established (lock and elect say in their
 //     help what it bounds for them).
+//   - --cells FILE routes each command to the cell of its first path
+//     argument (one client per cell used, client.Cells); status shows
+//     every cell; a command without a path is refused.
 //   - -o json prints one JSON document per result (per event for watch);
 //     node data is a string when it is UTF-8, else base64 in data_base64.
 package main
@@ -60,10 +63,11 @@ type globals struct {
 	output     string
 	timeout    time.Duration
 	admin      string
+	cells      string
 }
 
 var globalNames = map[string]bool{
-	"endpoints": true, "ca": true, "cert": true, "key": true, "session-ttl": true, "o": true, "timeout": true, "admin": true,
+	"endpoints": true, "ca": true, "cert": true, "key": true, "session-ttl": true, "o": true, "timeout": true, "admin": true, "cells": true,
 }
 
 func isGlobal(name string) bool { return globalNames[name] }
@@ -88,6 +92,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.sessionTTL, "session-ttl", g.sessionTTL, "TTL of the command's session (ephemeral nodes live as long as it)")
 	fs.StringVar(&g.output, "o", g.output, "output format: text or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long a command may take (for watch: to connect and start watching)")
+	fs.StringVar(&g.cells, "cells", g.cells, "cell map file ({\"cells\": {\"a\": [\"host:7420\", ...], ...}}): each command goes to the cell of its path's first component\n(status shows every cell; --endpoints is not used)")
 	fs.StringVar(&g.admin, "admin", g.admin, "admin HTTP address (host:port or https://host:port) of a member, for member, snapshot, limits and bench\n(default: the addresses the members publish)")
 }
 
@@ -129,6 +134,50 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	c      *client.Client
+	x      *client.Cells // with --cells
+}
+
+// cellsClient opens the --cells client on first use.
+func (e *env) cellsClient(ctx context.Context) (*client.Cells, error) {
+	if e.x != nil {
+		return e.x, nil
+	}
+	m, err := client.ReadCellMapFile(e.g.cells)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --cells: %v", errUsage, err)
+	}
+	cfg, err := e.g.config()
+	if err != nil {
+		return nil, err
+	}
+	x, err := client.DialCells(ctx, client.CellsConfig{Config: cfg, Map: m})
+	if err != nil {
+		return nil, err
+	}
+	e.x = x
+	return x, nil
+}
+
+// clientFor returns the client a command on args uses: with --cells the
+// client of the cell of its first path argument, else the one client.
+func (e *env) clientFor(ctx context.Context, args []string) (*client.Client, error) {
+	if e.g.cells == "" {
+		return e.client(ctx)
+	}
+	x, err := e.cellsClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "/") {
+			c, err := x.Client(ctx, a)
+			if err != nil {
+				return nil, e.g.hint(err)
+			}
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: with --cells a command goes to the cell of its path, and this one names no path: use --endpoints of one cell instead", errUsage)
 }
 
 // client connects on first use, bounded by ctx.
@@ -175,6 +224,9 @@ func (g *globals) hint(err error) error {
 func (e *env) close() {
 	if e.c != nil {
 		e.c.Close()
+	}
+	if e.x != nil {
+		e.x.Close()
 	}
 }
 
