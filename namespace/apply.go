@@ -198,6 +198,11 @@ type cmdCtx struct {
 	// it succeeds (or at a checkpoint); lockCause is why removeNode is
 	// removing a node, for lock requests.
 	lockOps   []lockOp
+	// endingOps are the command's changes to the ending sessions (applied
+	// with lockOps); endBudget is how many more ephemerals of ending
+	// sessions it may delete (MaxLockBatch per command, session.go).
+	endingOps []endingOp
+	endBudget int
 	lockCause lockCause
 	// tryReq is the command's try-lock request: granted by this command
 	// whatever MaxLockBatch leaves for later.
@@ -235,6 +240,8 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.identity, c.aclNext = "", nil
 	c.newLimits = nil
 	c.historyErr = nil
+	c.endingOps = c.endingOps[:0]
+	c.endBudget = c.limits().MaxLockBatch
 	c.clearOverlay()
 }
 
@@ -409,6 +416,9 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 	switch cmd.Op {
 	case OpNoop:
 		err = c.fireLockTimers()
+		if err == nil {
+			err = c.continueEnding()
+		}
 	case OpCreate:
 		err = c.create(cmd, r)
 	case OpSet:

@@ -225,9 +225,11 @@
 //     carries on granting, in revision order, and NextTimer asks for a tick
 //     at once while any is left. So releasing 20,000 readers, or 10,000
 //     holds expiring together, never outgrows a badger transaction.
-//   - A failed command changes no lock state. Ending a session removes its
-//     requests in the same command (checkpointed with its nodes when huge);
-//     grants follow at the end of the command.
+//   - A failed command changes no lock state. Ending a session ends it at
+//     once but deletes at most MaxLockBatch of its nodes (and with them
+//     its requests) per command: the close or expiry deletes the first,
+//     each tick the next, NextTimer asking for ticks while any is left
+//     (session.go); grants follow at the end of each command.
 //
 // The lock index (lockindex.go) is in memory, derived from the 'l' records
 // and rebuilt by Open and Restore, badger staying the source of truth.

@@ -71,6 +71,18 @@ func (s *Store) Dump(w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		err = scan(txn, endingPrefix, func(k, v []byte) error {
+			id := beUint64(k[len(endingPrefix):])
+			fmt.Fprintf(bw, "ending session %d cause=%s\n", id, lockCauseName(v))
+			prefix := ephemeralPrefix(id)
+			return scan(txn, prefix, func(k, _ []byte) error {
+				fmt.Fprintf(bw, "  ephemeral %s\n", k[len(prefix):])
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
 		err = scan(txn, []byte{spaceMember}, func(k, v []byte) error {
 			m, err := decodeMember(string(k[1:]), v)
 			if err != nil {
@@ -160,4 +172,12 @@ func dumpACL(w io.Writer, txn *badger.Txn) error {
 		fmt.Fprintf(w, "acl %s\n", ACLRule{Identity: string(k[1 : 1+i]), Prefix: string(k[2+i:]), Perms: Perm(v[0])})
 		return nil
 	})
+}
+
+// lockCauseName names an ending session record's cause for Dump.
+func lockCauseName(v []byte) string {
+	if len(v) == 1 && lockCause(v[0]) == causeExpire {
+		return "expired"
+	}
+	return "closed"
 }

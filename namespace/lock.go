@@ -365,12 +365,13 @@ func (c *cmdCtx) fireLockTimers() error {
 // applyLockOps applies the queued changes to the index and their records
 // to the overlay.
 func (c *cmdCtx) applyLockOps() {
-	if len(c.lockOps) == 0 {
+	if len(c.lockOps) == 0 && len(c.endingOps) == 0 {
 		return
 	}
 	ix := c.locks()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	c.applyEndingOps(ix)
 	for _, op := range c.lockOps {
 		q := op.req
 		switch op.kind {

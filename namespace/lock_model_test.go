@@ -3,6 +3,7 @@ package namespace
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 type lockModel struct {
 	reqs     []*modelReq // by revision
 	sessions map[uint64]bool
+	ending   map[uint64]bool // ended sessions with requests left: true when expired
 	clock    int64
 	limits   Limits
 }
@@ -90,15 +92,14 @@ func (m *lockModel) apply(index uint64, leaderTime int64, cmd *Command, nodeOf f
 			}
 			ids = []uint64{cmd.Session}
 		}
+		budget := m.limits.MaxLockBatch
 		for _, id := range ids {
 			if !m.sessions[id] {
 				continue
 			}
 			delete(m.sessions, id)
-			for _, q := range slices.Clone(m.reqs) {
-				if !q.phantom && q.session == id {
-					m.lose(q, now, cmd.Op == OpSessionExpire)
-				}
+			if m.endChunk(id, now, cmd.Op == OpSessionExpire, &budget) {
+				m.ending[id] = cmd.Op == OpSessionExpire
 			}
 		}
 	case OpLockRequest:
@@ -170,6 +171,15 @@ func (m *lockModel) apply(index uint64, leaderTime int64, cmd *Command, nodeOf f
 				m.lose(q, now, true)
 			}
 		}
+		budget := m.limits.MaxLockBatch
+		for _, id := range slices.Sorted(maps.Keys(m.ending)) {
+			if budget == 0 {
+				break
+			}
+			if !m.endChunk(id, now, m.ending[id], &budget) {
+				delete(m.ending, id)
+			}
+		}
 	default:
 		err = fmt.Errorf("model: op %s", cmd.Op)
 	}
@@ -188,6 +198,26 @@ func (m *lockModel) apply(index uint64, leaderTime int64, cmd *Command, nodeOf f
 		}
 	}
 	return err, grants
+}
+
+// endChunk ends up to *budget of session id's live requests in node order
+// (the ephemeral index's key order) and reports whether any are left.
+func (m *lockModel) endChunk(id uint64, now int64, expired bool, budget *int) bool {
+	var mine []*modelReq
+	for _, q := range m.reqs {
+		if !q.phantom && q.session == id {
+			mine = append(mine, q)
+		}
+	}
+	slices.SortFunc(mine, func(a, b *modelReq) int { return strings.Compare(a.node, b.node) })
+	for _, q := range mine {
+		if *budget == 0 {
+			return true
+		}
+		m.lose(q, now, expired)
+		*budget--
+	}
+	return false
 }
 
 func (q *modelReq) info() LockInfo {
@@ -221,7 +251,7 @@ func newLockWorkload(t testing.TB, seed uint64, limits Limits) *lockWorkload {
 	t.Cleanup(func() { s.Close() })
 	return &lockWorkload{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed*31+7)), s: s,
-		m:     &lockModel{sessions: map[uint64]bool{}, limits: limits},
+		m:     &lockModel{sessions: map[uint64]bool{}, ending: map[uint64]bool{}, limits: limits},
 		index: 0, now: 1_000_000_000, lastToken: map[string]uint64{},
 	}
 }

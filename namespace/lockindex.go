@@ -54,6 +54,7 @@ type lockIndex struct {
 	byReqID   map[ownKey]*lockReq   // live requests by session and request id
 	pending   lockSet               // runnable, not granted, by revision
 	timers    lockSet               // hold deadlines and lock-delay ends, by (time, revision)
+	ending    map[uint64]lockCause  // ended sessions with nodes left (session.go)
 
 	// clock is the time of the last applied command, for NextTimer.
 	clock atomic.Int64
@@ -107,6 +108,7 @@ func newLockIndex() *lockIndex {
 		bySession: map[uint64][]*lockReq{},
 		ownCounts: ownCounts{},
 		byReqID:   map[ownKey]*lockReq{},
+		ending:    map[uint64]lockCause{},
 	}
 }
 

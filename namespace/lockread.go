@@ -61,7 +61,8 @@ func (s *Store) LockQueue(path string) ([]LockInfo, error) {
 
 // CheckSequencer reports whether session still holds a mode lock on path
 // granted with token: what a resource server asks before it acts on a
-// request carrying that sequencer. A phantom no longer holds.
+// request carrying that sequencer. A phantom no longer holds, nor does a
+// request of a session that has ended.
 func (s *Store) CheckSequencer(path string, mode LockMode, token uint64, session uint64) (bool, error) {
 	if err := ValidatePath(path, s.Limits()); err != nil {
 		return false, err
@@ -71,6 +72,9 @@ func (s *Store) CheckSequencer(path string, mode LockMode, token uint64, session
 	}
 	held := false
 	err := s.readLocks(func(ix *lockIndex) error {
+		if _, ending := ix.ending[session]; ending {
+			return nil // the session has ended; its nodes go in chunks
+		}
 		for _, q := range ix.bySession[session] {
 			if q.granted && q.token == token && q.mode == mode && q.lockPath() == path {
 				held = true
@@ -85,10 +89,10 @@ func (s *Store) CheckSequencer(path string, mode LockMode, token uint64, session
 // NextTimer is when the leader should propose the next tick (an OpNoop
 // stamped with its clock): the earliest hold deadline or lock-delay end, or
 // the last applied command's time when grants are left over from a full
-// batch. ok is false when nothing is due, ever.
+// batch or a session's nodes are left to delete (session.go). ok is false when nothing is due, ever.
 func (s *Store) NextTimer() (unixNanos int64, ok bool) {
 	s.readLocks(func(ix *lockIndex) error {
-		if ix.pending.len() > 0 {
+		if ix.pending.len() > 0 || len(ix.ending) > 0 {
 			unixNanos, ok = ix.clock.Load(), true
 			return nil
 		}

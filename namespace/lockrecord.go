@@ -118,6 +118,16 @@ func loadLockIndex(txn *badger.Txn, clock int64) (*lockIndex, error) {
 	for _, lp := range ix.paths {
 		ix.advance(lp, lp.queue.Front())
 	}
+	err = scan(txn, endingPrefix, func(k, v []byte) error {
+		if len(k) != len(endingPrefix)+8 || len(v) != 1 || (lockCause(v[0]) != causeClose && lockCause(v[0]) != causeExpire) {
+			return fmt.Errorf("%w: ending session record %q=%x", ErrStorage, k, v)
+		}
+		ix.ending[beUint64(k[len(endingPrefix):])] = lockCause(v[0])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	ix.clock.Store(clock)
 	return ix, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -112,51 +113,148 @@ func (c *cmdCtx) expireSessions(cmd *Command, r *Result) error {
 	return nil
 }
 
-// endSession deletes the session's ephemerals, found through its index
-// keys, and then the session. It checkpoints when a huge session outgrows
-// one transaction (see cmdCtx.checkpoint).
+// Ending a session is bounded work per command. endSession ends the
+// session at once (its record goes, so no request names it again, and its
+// session event goes out) and deletes at most MaxLockBatch of its
+// ephemeral nodes, in key order, with the command's remaining budget. A
+// session with nodes left is recorded as ending (endingKey, with why it
+// ended); NextTimer then asks for a tick at once, and every tick
+// (OpNoop) deletes the next MaxLockBatch nodes of the ending sessions, in
+// id order, until none is left. Watchers see the session event after the
+// first chunk's Deleted events and the rest of the Deleted events after it,
+// each in key order. The nodes of an ending session lose their locks as
+// they go: on a close released, on an expiry a phantom with its
+// lock-delay from the tick that deletes it; a sequencer of an ending
+// session no longer checks as held (CheckSequencer).
+
+// endingKey records a session that ended with nodes left: spaceMeta "end"
+// id(8) -> the lockCause of its end (close or expire).
+func endingKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), endingPrefix...), id)
+}
+
+var endingPrefix = []byte{spaceMeta, 'e', 'n', 'd'}
+
+// endSession ends session id: see above. It checkpoints when a huge
+// chunk outgrows one transaction (see cmdCtx.checkpoint).
 func (c *cmdCtx) endSession(id uint64, ev EventType) error {
-	paths, err := c.sessionEphemerals(id)
+	cause := causeClose
+	if ev == EventSessionExpired {
+		cause = causeExpire
+	}
+	left, err := c.endEphemerals(id, cause)
 	if err != nil {
 		return err
 	}
-	c.lockCause = causeClose
-	if ev == EventSessionExpired {
-		c.lockCause = causeExpire
-	}
-	defer func() { c.lockCause = causeDelete }()
-	for _, p := range paths {
-		n, err := c.node(p)
-		if err != nil {
-			return err
-		}
-		if n == nil || n.stat.EphemeralOwner != id {
-			return fmt.Errorf("%w: session %d indexes %s, which it does not own", ErrStorage, id, p)
-		}
-		if err := c.removeNode(p, n); err != nil {
-			return err
-		}
-		if err := c.checkpoint(); err != nil {
-			return err
-		}
-	}
 	c.deleteRaw(sessionKey(id))
+	if left {
+		c.putRaw(endingKey(id), []byte{byte(cause)})
+		c.setEnding(id, cause, true)
+	}
 	c.emit(ev, "", id)
 	return nil
 }
 
-// sessionEphemerals lists a session's ephemeral paths in key order. It reads
-// the transaction, not the overlay: no command creates an ephemeral and
-// ends its session.
-func (c *cmdCtx) sessionEphemerals(id uint64) ([]string, error) {
+// continueEnding spends a tick's budget on the ending sessions, in id
+// order, and forgets each once its last node is gone.
+func (c *cmdCtx) continueEnding() error {
+	ix := c.locks()
+	if len(ix.ending) == 0 {
+		return nil
+	}
+	ids := make([]uint64, 0, len(ix.ending))
+	for id := range ix.ending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if c.endBudget <= 0 {
+			break
+		}
+		left, err := c.endEphemerals(id, ix.ending[id])
+		if err != nil {
+			return err
+		}
+		if !left {
+			c.deleteRaw(endingKey(id))
+			c.setEnding(id, 0, false)
+		}
+	}
+	return nil
+}
+
+// setEnding queues a change to the in-memory set of ending sessions; it
+// takes effect with the command's lock changes (finishLocks).
+func (c *cmdCtx) setEnding(id uint64, cause lockCause, on bool) {
+	c.endingOps = append(c.endingOps, endingOp{id: id, cause: cause, on: on})
+}
+
+type endingOp struct {
+	id    uint64
+	cause lockCause
+	on    bool
+}
+
+// applyEndingOps applies the queued changes to ix.ending; the caller
+// holds ix.mu.
+func (c *cmdCtx) applyEndingOps(ix *lockIndex) {
+	for _, op := range c.endingOps {
+		if op.on {
+			ix.ending[op.id] = op.cause
+		} else {
+			delete(ix.ending, op.id)
+		}
+	}
+	c.endingOps = c.endingOps[:0]
+}
+
+// endEphemerals deletes up to the command's remaining budget of session
+// id's ephemerals, in key order, for cause; left tells whether any remain.
+func (c *cmdCtx) endEphemerals(id uint64, cause lockCause) (left bool, err error) {
+	paths, left, err := c.sessionEphemerals(id, c.endBudget)
+	if err != nil {
+		return false, err
+	}
+	c.lockCause = cause
+	defer func() { c.lockCause = causeDelete }()
+	for _, p := range paths {
+		n, err := c.node(p)
+		if err != nil {
+			return false, err
+		}
+		if n == nil || n.stat.EphemeralOwner != id {
+			return false, fmt.Errorf("%w: session %d indexes %s, which it does not own", ErrStorage, id, p)
+		}
+		if err := c.removeNode(p, n); err != nil {
+			return false, err
+		}
+		c.endBudget--
+		if err := c.checkpoint(); err != nil {
+			return false, err
+		}
+	}
+	return left, nil
+}
+
+// sessionEphemerals lists up to max of a session's ephemeral paths in key
+// order, and whether more exist. It reads the transaction and skips what
+// the overlay deleted (a hold TTL that ran out in this tick); no command
+// creates an ephemeral and ends its session.
+func (c *cmdCtx) sessionEphemerals(id uint64, max int) (paths []string, more bool, err error) {
 	prefix := ephemeralPrefix(id)
 	it := c.b.txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
-	var paths []string
 	for it.Seek(prefix); it.Valid(); it.Next() {
-		paths = append(paths, string(it.Item().Key()[len(prefix):]))
+		k := it.Item().Key()
+		if o := c.raw[string(k)]; o != nil && o.deleted {
+			continue
+		}
+		if len(paths) >= max {
+			return paths, true, nil
+		}
+		paths = append(paths, string(k[len(prefix):]))
 	}
-	return paths, nil
+	return paths, false, nil
 }
 
 // Session returns the session id, or an error wrapping ErrNoSession.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -375,18 +376,65 @@ func bigSession(t testing.TB, s *Store, n, parents int) (session uint64, next ui
 	return session, idx
 }
 
-// TestHugeSessionEnd ends a session whose ephemerals do not fit in one
-// badger transaction: the command must still succeed, whole.
+// TestHugeSessionEnd ends a session with many ephemerals: the close ends
+// the session at once and deletes MaxLockBatch of them, each tick after
+// deletes the next MaxLockBatch (NextTimer asks for ticks until none is
+// left), the Deleted events come in key order across the chunks, and the
+// state at the end is whole.
 func TestHugeSessionEnd(t *testing.T) {
 	s := openTestStore(t)
 	const n, parents = 15000, 7
+	k := s.Limits().MaxLockBatch
 	id, idx := bigSession(t, s, n, parents)
+	want, err := s.SessionEphemerals(id)
+	if err != nil || len(want) != n {
+		t.Fatalf("%d ephemerals (%v), want %d", len(want), err, n)
+	}
 	r := s.Apply(idx, 3, &Command{Op: OpSessionClose, Session: id})
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if got, want := len(r.Events), 2*n+1; got != want {
-		t.Fatalf("%d events, want %d", got, want)
+	if got := len(r.Events); got != 2*k+1 || r.Events[2*k].Type != EventSessionClosed {
+		t.Fatalf("close: %d events, want %d ending with session-closed", got, 2*k+1)
+	}
+	if _, err := s.Session(id); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("session after close: %v, want ErrNoSession", err)
+	}
+	if r := s.Apply(idx+1, 3, &Command{Op: OpCreate, Path: "/p0/late", Flags: FlagEphemeral, Session: id}); !errors.Is(r.Err, ErrNoSession) {
+		t.Fatalf("create by the ended session: %v, want ErrNoSession", r.Err)
+	}
+	idx++
+	events := r.Events
+	ticks := 0
+	for {
+		if _, ok := s.NextTimer(); !ok {
+			break
+		}
+		idx++
+		ticks++
+		r := s.Apply(idx, 3, &Command{Op: OpNoop})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if len(r.Events) > 2*k {
+			t.Fatalf("tick %d: %d events, more than MaxLockBatch %d deletions", ticks, len(r.Events), k)
+		}
+		events = append(events, r.Events...)
+		if ticks > n {
+			t.Fatal("ticks never finish the session")
+		}
+	}
+	if wantTicks := (n - 1) / k; ticks != wantTicks {
+		t.Fatalf("%d ticks, want %d", ticks, wantTicks)
+	}
+	var deleted []string
+	for _, ev := range events {
+		if ev.Type == EventDeleted {
+			deleted = append(deleted, ev.Path)
+		}
+	}
+	if !slices.Equal(deleted, want) {
+		t.Fatalf("%d Deleted events, not the %d ephemerals in key order", len(deleted), len(want))
 	}
 	if eph, _ := s.SessionEphemerals(id); len(eph) != 0 {
 		t.Fatalf("%d ephemerals left", len(eph))
@@ -403,6 +451,9 @@ func TestHugeSessionEnd(t *testing.T) {
 	if s.AppliedIndex() != idx {
 		t.Fatalf("AppliedIndex %d, want %d", s.AppliedIndex(), idx)
 	}
+	if strings.Contains(dump(t, s), "ending session") {
+		t.Fatal("the session is still recorded as ending")
+	}
 }
 
 // TestHugeSessionEndResumes crashes in the middle of ending a huge session,
@@ -410,7 +461,14 @@ func TestHugeSessionEnd(t *testing.T) {
 // must reach exactly the state of an uninterrupted run.
 func TestHugeSessionEndResumes(t *testing.T) {
 	const n, parents = 12000, 5
-	ref := openTestStore(t)
+	// One chunk for the whole session, so it outgrows a transaction.
+	lim := DefaultLimits()
+	lim.MaxLockBatch = n
+	ref, err := Open(Config{Dir: t.TempDir(), Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
 	id, idx := bigSession(t, ref, n, parents)
 	expire := &Command{Op: OpSessionExpire, Sessions: []uint64{id}}
 	if r := ref.Apply(idx, 3, expire); r.Err != nil {
@@ -418,7 +476,7 @@ func TestHugeSessionEndResumes(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	s, err := Open(Config{Dir: dir})
+	s, err := Open(Config{Dir: dir, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +497,7 @@ func TestHugeSessionEndResumes(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = Open(Config{Dir: dir})
+	s, err = Open(Config{Dir: dir, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
