@@ -34,6 +34,8 @@ type clusterOptions struct {
 	admins []string
 	// lockDelay is the default lock-delay (0: default).
 	lockDelay time.Duration
+	// unboundedLockRequests lifts the per-session lock request cap.
+	unboundedLockRequests bool
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -53,6 +55,9 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 			cfg.Admins = o.admins
 			if o.lockDelay > 0 {
 				cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
+			}
+			if o.unboundedLockRequests {
+				cfg.Limits.MaxLockRequestsPerSession = 0
 			}
 		},
 	})

@@ -197,7 +197,7 @@ type cmdCtx struct {
 	// lockOps are the command's changes to the lock index, applied when
 	// it succeeds (or at a checkpoint); lockCause is why removeNode is
 	// removing a node, for lock requests.
-	lockOps   []lockOp
+	lockOps []lockOp
 	// endingOps are the command's changes to the ending sessions (applied
 	// with lockOps); endBudget is how many more ephemerals of ending
 	// sessions it may delete (MaxLockBatch per command, session.go).

@@ -252,7 +252,8 @@ func (f *front) registerLocks() {
 
 // Applied wakes the waiters of the requests a batch granted or removed,
 // and the tick loop when a batch may have brought NextTimer forward (a
-// grant with a hold TTL, a lock lost into lock-delay, grants left over).
+// grant with a hold TTL, a lock lost into lock-delay, grants left over, a
+// session ended with nodes left to delete).
 // It runs on the FSM goroutine and never blocks.
 func (l *lockService) Applied(results []*namespace.Result) {
 	wake := false
@@ -282,6 +283,10 @@ func (l *lockService) Applied(results []*namespace.Result) {
 				why = goneReleased
 			case namespace.EventDeleted:
 				why = goneDeleted
+			case namespace.EventSessionClosed, namespace.EventSessionExpired:
+				// Its nodes beyond the first chunk go in ticks.
+				wake = true
+				continue
 			default:
 				continue
 			}
