@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/cmd/latch/bench"
 )
 
@@ -70,7 +71,13 @@ truncated. Endpoints and --admin must be loopback addresses unless
 
 The leader's admin address for sessions comes from the member list (its
 http address); give --admin HOST:PORT when members do not publish one.
-With -o json the report is one JSON document (durations in ms).`,
+With -o json the report is one JSON document (durations in ms).
+
+With --cells FILE, contended runs in every cell of the map at once (each
+cell's clients contend for locks of their cell, under
+/CELL/latch-bench-<random>) and reports the aggregate cycles/s, the highest
+p99 and each cell's report with its leader's CPU per cycle (scraped from
+the leader's admin /metrics before and after the window).`,
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
 			var c bench.Config
@@ -148,6 +155,17 @@ With -o json the report is one JSON document (durations in ms).`,
 				}
 				if cfg.Scenario == bench.ScenarioAll {
 					return runAll(ctx, e, cfg)
+				}
+				if e.g.cells != "" {
+					m, err := client.ReadCellMapFile(e.g.cells)
+					if err != nil {
+						return fmt.Errorf("%w: --cells: %v", errUsage, err)
+					}
+					rep, err := bench.RunCells(ctx, cfg, m)
+					if err != nil {
+						return err
+					}
+					return e.emit(rep, func(w io.Writer) { rep.WriteTable(w) })
 				}
 				rep, err := bench.Run(ctx, cfg)
 				if err != nil {

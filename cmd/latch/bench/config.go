@@ -119,6 +119,9 @@ type Config struct {
 	// the cluster it runs against, so aiming it at a shared one takes a
 	// deliberate flag.
 	AllowRemote bool
+	// LeaderCPU makes contended scrape the leader's process CPU (its
+	// admin /metrics) before and after the window and report it per cycle.
+	LeaderCPU bool
 	// Log receives progress lines. Default: discard.
 	Log io.Writer
 }

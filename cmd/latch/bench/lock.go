@@ -106,6 +106,7 @@ func (r *runner) contended(rep *Report) error {
 	}
 	r.logf("%d sessions on %d connections contend for %d locks for %v", n, r.cfg.Conns, locks, r.cfg.Duration)
 
+	cpu := r.leaderCPU() // before the window, when asked for (cells)
 	wctx, cancel := context.WithTimeout(r.mctx, r.cfg.Duration)
 	defer cancel()
 	acq := make([][]time.Duration, n)
@@ -161,6 +162,9 @@ func (r *runner) contended(rep *Report) error {
 	c := &Contention{Clients: n, Locks: locks, RandomLock: r.cfg.RandomLock, MinGrants: slices.Min(grants), MaxGrants: slices.Max(grants)}
 	if f, ok := Fairness(grants); ok {
 		c.Fairness = &f
+	}
+	if cpu != nil {
+		c.LeaderCPUMillisPerOp = cpu(total)
 	}
 	rep.Contention = c
 	pick := fmt.Sprintf("client i takes lock i mod %d", locks)

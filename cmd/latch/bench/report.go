@@ -58,6 +58,10 @@ type Contention struct {
 	MinGrants int      `json:"min_grants"`
 	MaxGrants int      `json:"max_grants"`
 	Fairness  *float64 `json:"fairness"`
+	// LeaderCPUMillisPerOp is the leader process's CPU time over the
+	// window per cycle, in milliseconds (Config.LeaderCPU; nil when not
+	// measured or the leader changed or could not be scraped).
+	LeaderCPUMillisPerOp *float64 `json:"leader_cpu_ms_per_op,omitempty"`
 }
 
 // SessionLoad is what the sessions scenario adds.
@@ -149,6 +153,9 @@ func (r *Report) WriteTable(w io.Writer) {
 			fair = strconv.FormatFloat(*c.Fairness, 'f', 2, 64)
 		}
 		row("grants/client", "min %d, max %d, fairness (max/min) %s", c.MinGrants, c.MaxGrants, fair)
+		if c.LeaderCPUMillisPerOp != nil {
+			row("leader CPU", "%.3f ms per cycle", *c.LeaderCPUMillisPerOp)
+		}
 	}
 	if s := r.Sessions; s != nil {
 		row("session TTL", "%s", dur(s.TTL))
