@@ -37,10 +37,13 @@ const (
 	// BugRogueAdmin: the cluster makes clients without a certificate
 	// (the rogue among them) admins, so the rogue's attacks succeed.
 	BugRogueAdmin = "rogue-admin"
+	// BugMisroute (with Cells 2): the steady cell's client routes the
+	// steady cell's paths to the chaos cell's members.
+	BugMisroute = "misroute"
 )
 
 // Bugs lists every --inject-bug value.
-var Bugs = []string{BugSkipLock, BugIgnoreTokens, BugUseAfterLost, BugRogueAdmin}
+var Bugs = []string{BugSkipLock, BugIgnoreTokens, BugUseAfterLost, BugRogueAdmin, BugMisroute}
 
 // Config configures a chaos run. Start from DefaultConfig.
 type Config struct {
@@ -96,6 +99,15 @@ type Config struct {
 	WorkerCommand []string
 	// WorkerEnv is added to the workers' environment.
 	WorkerEnv []string
+	// Cells, when 2, runs two cells: the faults, workers and checkers
+	// above hit cell CellChaos (its members run --cell chaos; the
+	// workloads live under /chaos), while a second cell of Members
+	// members, CellSteady, takes no fault and serves a writer through a
+	// cell-routing client the whole time; the cells checker fails the run
+	// when one of its operations fails or reads back a wrong value, or
+	// when its data is found in the wrong cell. 0 or 1: one cluster, as
+	// before.
+	Cells int
 	// Verbose logs every fault and worker start to Log.
 	Verbose bool
 	// Log receives progress lines; nil discards.
@@ -160,9 +172,18 @@ func (c *Config) Validate() error {
 			return bad("Faults", "unknown fault %q", f)
 		}
 	}
+	if c.Cells < 0 || c.Cells > 2 {
+		return bad("Cells", "%d: want 1 or 2", c.Cells)
+	}
 	if c.InjectBug != "" {
 		if !slices.Contains(Bugs, c.InjectBug) {
 			return bad("InjectBug", "unknown bug %q (want %s)", c.InjectBug, strings.Join(Bugs, ", "))
+		}
+		if c.InjectBug == BugMisroute {
+			if c.Cells != 2 {
+				return bad("InjectBug", "%s needs two cells", c.InjectBug)
+			}
+			return nil
 		}
 		if c.InjectBug == BugRogueAdmin {
 			if !c.Rogue {

@@ -27,6 +27,7 @@ type run struct {
 	workers *workers
 	faults  *faultLog
 	client  *client.Client
+	steady  *steadyCell // Cells 2
 
 	mu      sync.Mutex
 	unavail []Violation
@@ -135,6 +136,9 @@ func (r *run) setup(ctx context.Context) error {
 	if cfg.InjectBug == BugRogueAdmin {
 		extra = append(extra, "--admins", admin)
 	}
+	if cfg.Cells == 2 {
+		extra = append(extra, "--cell", CellChaos)
+	}
 	if r.cluster, err = startCluster(cfg.Members, latchd, filepath.Join(cfg.Out, "members"), certs, extra...); err != nil {
 		return err
 	}
@@ -155,6 +159,11 @@ func (r *run) setup(ctx context.Context) error {
 	for _, p := range setupPaths {
 		if _, err := r.client.Create(dctx, p, nil); err != nil && !errors.Is(err, client.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	if cfg.Cells == 2 {
+		if r.steady, err = startSteadyCell(dctx, cfg, latchd, certs, cert, key, r.cluster); err != nil {
+			return fmt.Errorf("steady cell: %w", err)
 		}
 	}
 	if r.faults, err = openFaultLog(filepath.Join(cfg.Out, FileFaults), r.logf); err != nil {
@@ -196,6 +205,9 @@ func (r *run) exercise(ctx context.Context, params *Params) error {
 		r.workers.supervise(superCtx)
 		close(superDone)
 	}()
+	if r.steady != nil {
+		r.steady.start()
+	}
 	span := cfg.Duration.String()
 	if cfg.Rounds > 0 {
 		span = fmt.Sprintf("%d rounds of faults", cfg.Rounds)
@@ -232,6 +244,9 @@ func (r *run) exercise(ctx context.Context, params *Params) error {
 	}
 	stopSuper()
 	<-superDone
+	if r.steady != nil {
+		r.steady.stop()
+	}
 
 	// Workers stop on a stable cluster, so they can close their sessions.
 	if _, err := r.cluster.waitStable(recoverTimeout); err != nil {
@@ -342,6 +357,9 @@ func (r *run) teardown() {
 	if r.workers != nil {
 		r.workers.stop(5 * time.Second)
 	}
+	if r.steady != nil {
+		r.steady.close()
+	}
 	if r.store != nil {
 		r.store.stop()
 		r.store = nil
@@ -366,6 +384,9 @@ func (r *run) check(params Params, took time.Duration) (*Report, error) {
 	}
 	verdicts := Check(ev, CheckOptions{VisualizePath: filepath.Join(cfg.Out, FilePorcupine)})
 	verdicts = append(verdicts, verdict(CheckRecovery, "the cluster recovered after every fault", r.unavail))
+	if r.steady != nil {
+		verdicts = append(verdicts, r.steady.verdict)
+	}
 	vis := filepath.Join(cfg.Out, FilePorcupine)
 	if _, err := os.Stat(vis); len(Violations(verdicts)) > 0 && errors.Is(err, os.ErrNotExist) {
 		if err := VisualizeKV(ev, vis, time.Minute); err != nil {
