@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +199,113 @@ func TestIdleConnClosed(t *testing.T) {
 	resp, err := session.RoundTrip(ctx, withSession, &session.Request{Type: session.MsgKeepAlive, Session: open.Session})
 	if err != nil || resp.Err() != nil {
 		t.Fatalf("connection with a session after the idle one was closed: %v %v", err, resp.Err())
+	}
+}
+
+// stallStreams opens n streams on conn, each writing a frame header that
+// announces a full frame and then part of its body, and never finishing.
+func stallStreams(t *testing.T, ctx context.Context, conn *session.Conn, n, body int) {
+	t.Helper()
+	frame := binary.BigEndian.AppendUint32(nil, uint32(conn.MaxFrameSize()))
+	frame = append(frame, make([]byte, body)...)
+	for range n {
+		str, err := conn.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = str.Write(frame) // fails on a stream the server refused
+	}
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// 16 connections x 4,096 half-written streams added 350 MB that was never
+// given back. Streams in flight are capped across connections
+// (MaxStreams) and each must deliver its frame within RequestReadTimeout:
+// here 4 connections open 64 streams that write half a frame (512 KiB of
+// a 1 MiB frame) and stall. At most MaxStreams (16) are held, the rest are
+// refused; after the read deadline every slot is given back while the
+// clients still hold their connections open, and so is the memory; a
+// second wave, given back by closing the connections before the (long)
+// deadline, leaves nothing either.
+func TestStalledStreamsGivenBack(t *testing.T) {
+	const streamCap, perConn, conns, body = 16, 16, 4, 512 << 10
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		close   bool // give back by closing the connections
+	}{
+		{"read-deadline", 2 * time.Second, false},
+		{"connection-close", time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startDevWith(t, func(c *Config) {
+				c.MaxStreams, c.MaxRequestsPerConn, c.MaxWatchesPerConn = streamCap, 64, 32
+				c.RequestReadTimeout = tc.timeout
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var cs []*session.Conn
+			for range conns {
+				c, err := rawConn(t, ctx, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs = append(cs, c)
+			}
+			base := heapInUse()
+			held := 0
+			for _, c := range cs {
+				stallStreams(t, ctx, c, perConn, body)
+				held = max(held, len(s.front.streams))
+			}
+			waitCond(t, "the stalled streams counted", func() error {
+				held = max(held, len(s.front.streams))
+				if n := s.front.refusedStreams.Load() + uint64(held); n < conns*perConn && held < streamCap {
+					return fmt.Errorf("%d held, %d refused", held, s.front.refusedStreams.Load())
+				}
+				return nil
+			})
+			peak := heapInUse()
+			if held > streamCap {
+				t.Fatalf("%d streams held, cap %d", held, streamCap)
+			}
+			if s.front.refusedStreams.Load() == 0 {
+				t.Fatalf("no stream refused: %d half-written streams with --max-streams %d", conns*perConn, streamCap)
+			}
+			if tc.close {
+				for _, c := range cs {
+					c.Close()
+				}
+			}
+			waitCond(t, "every stream slot given back", func() error {
+				if n := len(s.front.streams); n != 0 {
+					return fmt.Errorf("%d streams still held", n)
+				}
+				return nil
+			})
+			after := heapInUse()
+			t.Logf("held %d (cap %d), refused %d; heap %d KiB before, %d KiB stalled, %d KiB after",
+				held, streamCap, s.front.refusedStreams.Load(), base>>10, peak>>10, after>>10)
+			if after > base+4<<20 {
+				t.Fatalf("heap %d KiB after the streams ended, %d KiB before: not given back", after>>10, base>>10)
+			}
+			if !tc.close {
+				// The connections still work.
+				resp, err := session.RoundTrip(ctx, cs[0], &session.Request{Type: session.MsgGet, Path: "/"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := resp.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -186,8 +186,13 @@ type Config struct {
 	// MaxStreams bounds the request streams in flight across all
 	// connections (each may hold a frame being read); more are refused
 	// with ErrBusy. Default 16384 (each half-written one holds up to
-	// ~16 KiB until its 10s read deadline).
+	// ~16 KiB until its RequestReadTimeout).
 	MaxStreams int
+	// RequestReadTimeout bounds how long a stream may take to deliver its
+	// one request frame (and a connection its Hello): a client that opens
+	// streams and sends nothing, or half a frame, holds no slot, goroutine
+	// or buffer for longer. Default 10s.
+	RequestReadTimeout time.Duration
 	// MaxWatchBacklog bounds the watch events queued across all watches
 	// (waiting for, or being written to, clients that read slowly); a
 	// watch that would go beyond it ends with a Resync, as a full

@@ -42,10 +42,8 @@ const (
 // stream is reset) instead of holding their events and goroutines.
 const watchWriteTimeout = 30 * time.Second
 
-// requestReadTimeout bounds how long a stream may take to deliver its one
-// request frame: a client that opens streams and sends nothing holds no
-// goroutine for longer.
-const requestReadTimeout = 10 * time.Second
+// DefaultRequestReadTimeout is Config.RequestReadTimeout's default.
+const DefaultRequestReadTimeout = 10 * time.Second
 
 // versionCloseGrace is how long the server waits, after answering a Hello
 // it refuses, for the client to read the answer and close before it closes
@@ -76,6 +74,7 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxStreams, DefaultMaxStreams)
 	setIfZero(&cfg.MaxWatchBacklog, DefaultMaxWatchBacklog)
 	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
+	setIfZero(&cfg.RequestReadTimeout, DefaultRequestReadTimeout)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
 	def := session.DefaultConfig()
@@ -130,6 +129,8 @@ func (c *Config) validateFront() error {
 		return bad("MaxWatchBacklog", "%d must be at least 1", c.MaxWatchBacklog)
 	case c.IdleConnTimeout < 0:
 		return bad("IdleConnTimeout", "%v is negative", c.IdleConnTimeout)
+	case c.RequestReadTimeout < 0:
+		return bad("RequestReadTimeout", "%v is negative", c.RequestReadTimeout)
 	}
 	if err := c.Transport.Validate(); err != nil {
 		return bad("Transport", "%v", err)
@@ -478,18 +479,18 @@ func (c *clientConn) idleTimer() *time.Timer {
 // answers, gives the client a moment to read the answer, and reports false
 // (the caller closes the connection).
 func (c *clientConn) hello() bool {
-	ctx, cancel := context.WithTimeout(c.conn.Context(), c.f.s.cfg.Transport.HandshakeTimeout+requestReadTimeout)
+	ctx, cancel := context.WithTimeout(c.conn.Context(), c.f.s.cfg.Transport.HandshakeTimeout+c.f.s.cfg.RequestReadTimeout)
 	defer cancel()
 	str, err := c.conn.AcceptStream(ctx)
 	if err != nil {
 		return false
 	}
 	defer session.EndStream(str)
-	str.SetReadDeadline(time.Now().Add(requestReadTimeout))
+	str.SetReadDeadline(time.Now().Add(c.f.s.cfg.RequestReadTimeout))
 	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
-			session.Reject(str, requestError(err))
+			session.Reject(str, requestError(err, c.f.s.cfg.RequestReadTimeout))
 		}
 		c.conn.CloseWithError(session.ConnProtocol, "no Hello")
 		return false
@@ -517,14 +518,14 @@ func (c *clientConn) helloResponse() *session.Response {
 }
 
 // requestError gives a request that could not be read its wire error.
-func requestError(err error) error {
+func requestError(err error, readTimeout time.Duration) error {
 	switch {
 	case errors.Is(err, session.ErrFrameTooLarge), errors.Is(err, session.ErrMalformed):
 		return err
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: %v", session.ErrMalformed, err)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return fmt.Errorf("%w: no complete request within %v", session.ErrTimeout, requestReadTimeout)
+		return fmt.Errorf("%w: no complete request within %v", session.ErrTimeout, readTimeout)
 	}
 	return fmt.Errorf("%w: reading request: %v", session.ErrMalformed, err)
 }
@@ -549,12 +550,12 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 			session.Reject(str, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 		}
 	}()
-	str.SetReadDeadline(time.Now().Add(requestReadTimeout))
+	str.SetReadDeadline(time.Now().Add(c.f.s.cfg.RequestReadTimeout))
 	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // io.EOF: the client sent nothing at all
 			c.log.Debug("bad request", "err", err)
-			session.Reject(str, requestError(err))
+			session.Reject(str, requestError(err, c.f.s.cfg.RequestReadTimeout))
 		}
 		return
 	}
