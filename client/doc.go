@@ -73,7 +73,9 @@
 // longer hold. A resume is not counted as a renewal: the member may not
 // have renewed the lease; the keepalive sent right after it is.
 //
-// Session.Close ends the session on the server (ephemerals vanish now);
+// Session.Close ends the session on the server (ephemerals vanish now:
+// beyond the cluster setting max_lock_batch, default 1000, the rest in the
+// leader ticks that follow at once);
 // Session.Orphan only stops the keepalives and leaves the server to expire
 // it after its TTL; its ephemerals and held locks stay until then, and
 // lock-delay applies as after a crash. Client.Close closes every session it still keeps

@@ -157,7 +157,9 @@ func (s *Session) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 }
 
 // Close ends the session on the server: its ephemeral nodes vanish and its
-// locks are released now rather than after the TTL. Keepalives stop at
+// locks are released now rather than after the TTL (when it has more than
+// max_lock_batch of them, the rest go in the leader ticks that follow at
+// once; its sequencers stop checking as held at once). Keepalives stop at
 // once; when the server cannot be told before ctx ends, the session is
 // left to expire and ctx's error returned. Closing an ended session does
 // nothing.
