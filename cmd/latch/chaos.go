@@ -46,7 +46,7 @@ Fault kinds (--faults):
 			fenced := fs.String("fencedstore-bin", "", "fencedstore binary (default: beside latch, else built from a source checkout into --out/bin, else on PATH)")
 			verbose := fs.Bool("v", false, "log every fault and worker start")
 			mtls := fs.Bool("mtls", def.MutualTLS, "members require client certificates (mutual TLS) with ACLs enforced; every client presents the dev client certificate")
-			cells := fs.Int("cells", 1, "1, or 2: a second cell that takes no fault serves a routing client throughout, and the cells checker fails the run if one of its operations fails or a path lands in the wrong cell")
+			cells := fs.Int("cell-count", 1, "1, or 2: a second cell that takes no fault serves a routing client throughout, and the cells checker fails the run if one of its operations fails or a path lands in the wrong cell")
 			rogue := fs.Bool("rogue", def.Rogue, "add a worker with no rights that keeps attacking the others' locks and election nodes (the run fails if one attack succeeds)")
 			return func(ctx context.Context, e *env, _ []string) error {
 				cfg := def
