@@ -408,7 +408,11 @@ func TestAnonymousSessionFlood(t *testing.T) {
 	if msg, _ := first.Load().(string); !strings.Contains(msg, "--max-anonymous-sessions-per-host") {
 		t.Fatalf("refusal %q does not name the cap", msg)
 	}
-	certified := dial(certs.ClientCert, certs.ClientKey)
+	certFile, keyFile, err := certs.Client("certified")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certified := dial(certFile, keyFile)
 	if _, err := certified.NewSession(ctx, 5*time.Second); err != nil {
 		t.Fatalf("a client with a certificate after the flood: %v", err)
 	}

@@ -2,9 +2,7 @@ package client
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -17,11 +15,6 @@ import (
 // DefaultEndpoint is where latchd listens for clients by default.
 const DefaultEndpoint = "127.0.0.1:7420"
 
-// DevTLSDir is where `latchd --dev` writes its development certificates,
-// relative to the directory it runs in. A client with no TLS config looks
-// there, so `latch` next to a dev server needs no flags.
-const DevTLSDir = "latch-data/tls"
-
 // Config configures a Client. Zero fields take the defaults documented on
 // them; start from DefaultConfig or a literal.
 type Config struct {
@@ -29,9 +22,11 @@ type Config struct {
 	// host:port. Any member will do: the client follows redirects to the
 	// leader. Default [DefaultEndpoint].
 	Endpoints []string
-	// TLS configures the connection. nil: trust the development CA in
-	// DevTLSDir (presenting its client certificate when present) if that
-	// directory exists, else the system roots.
+	// TLS configures the connection: the CA that signed the members'
+	// certificates and, for mutual TLS, the client certificate naming this
+	// client's identity (session.ClientTLS builds one). nil trusts the
+	// system roots and presents no certificate: nothing in the working
+	// directory or environment changes what a program trusts.
 	TLS *tls.Config
 	// SessionTTL is the lease asked for the default session and for
 	// NewSession calls with ttl 0. The server may clamp it. Default 10s.
@@ -147,31 +142,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// tlsConfig returns cfg.TLS, or the development / system-roots default.
+// tlsConfig returns cfg.TLS, or the system roots without a certificate.
 func (c Config) tlsConfig() (*tls.Config, error) {
 	if c.TLS != nil {
 		return c.TLS, nil
 	}
-	return DevTLS(DevTLSDir)
-}
-
-// DevTLS returns a client TLS config for the development certificates
-// `latchd --dev` keeps in dir (session.EnsureDevCerts): it trusts dir's
-// ca.pem and presents client.pem when that pair exists. When dir has no
-// ca.pem it returns a config trusting the system roots.
-func DevTLS(dir string) (*tls.Config, error) {
-	ca := filepath.Join(dir, "ca.pem")
-	if _, err := os.Stat(ca); errors.Is(err, fs.ErrNotExist) {
-		return session.ClientTLS("", "", "")
-	}
-	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	if !exists(cert) || !exists(key) {
-		cert, key = "", ""
-	}
-	return session.ClientTLS(ca, cert, key)
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return session.ClientTLS("", "", "")
 }

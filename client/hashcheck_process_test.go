@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -38,7 +37,7 @@ func TestStateHashCheckFindsDivergence(t *testing.T) {
 	var ok struct {
 		Index uint64 `json:"index"`
 	}
-	if code := adminJSON(t, http.MethodPost, c.Nodes[leader].HTTPAddr, "/v1/hash-check", "", &ok); code != http.StatusOK {
+	if code := adminJSON(t, c, http.MethodPost, c.Nodes[leader].HTTPAddr, "/v1/hash-check", "", &ok); code != http.StatusOK {
 		t.Fatalf("POST /v1/hash-check: %d", code)
 	}
 	waitMetric(t, c.Nodes[leader], `latch_state_hash_checks_total{member="`+c.Nodes[leader].ID+`",result="match"} 2`)
@@ -66,7 +65,7 @@ func TestStateHashCheckFindsDivergence(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if code := adminJSON(t, http.MethodPost, c.Nodes[leader].HTTPAddr, "/v1/hash-check", "", &ok); code != http.StatusOK {
+	if code := adminJSON(t, c, http.MethodPost, c.Nodes[leader].HTTPAddr, "/v1/hash-check", "", &ok); code != http.StatusOK {
 		t.Fatalf("POST /v1/hash-check: %d", code)
 	}
 	code, err := f.WaitExit(proc.WaitTimeout)
@@ -92,13 +91,9 @@ func waitMetric(t *testing.T, n *proc.Node, line string) {
 	t.Helper()
 	deadline := time.Now().Add(proc.WaitTimeout)
 	for {
-		resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), line) {
-				return
-			}
+		code, body, err := n.Get("/metrics")
+		if err == nil && code == http.StatusOK && strings.Contains(body, line) {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s /metrics never showed %s", n.ID, line)

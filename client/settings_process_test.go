@@ -63,7 +63,7 @@ func TestMembersWithDifferentFlagsAgree(t *testing.T) {
 		Revision uint64           `json:"revision"`
 		Limits   namespace.Limits `json:"limits"`
 	}
-	if code := adminJSON(t, http.MethodPut, follower.HTTPAddr, "/v1/limits", body, &put); code != http.StatusOK {
+	if code := adminJSON(t, c, http.MethodPut, follower.HTTPAddr, "/v1/limits", body, &put); code != http.StatusOK {
 		t.Fatalf("PUT /v1/limits: %d", code)
 	}
 	if put.Limits.DefaultLockDelayMillis != 4000 || put.Limits.MaxLockDelayMillis != 12000 || put.Revision == 0 {
@@ -76,7 +76,7 @@ func TestMembersWithDifferentFlagsAgree(t *testing.T) {
 	}
 	// A stale read-modify-write is refused.
 	stale := fmt.Sprintf(`{"revision": %d, "limits": {"max_lock_batch": 10}}`, put.Revision-1)
-	if code := adminJSON(t, http.MethodPut, c.Nodes[leader].HTTPAddr, "/v1/limits", stale, nil); code != http.StatusConflict {
+	if code := adminJSON(t, c, http.MethodPut, c.Nodes[leader].HTTPAddr, "/v1/limits", stale, nil); code != http.StatusConflict {
 		t.Fatalf("stale PUT /v1/limits: %d, want 409", code)
 	}
 	// Every member applied everything, then all are frozen and killed
@@ -91,7 +91,7 @@ func TestMembersWithDifferentFlagsAgree(t *testing.T) {
 			Revision uint64           `json:"revision"`
 			Limits   namespace.Limits `json:"limits"`
 		}
-		adminJSON(t, http.MethodGet, n.HTTPAddr, "/v1/limits", "", &got)
+		adminJSON(t, c, http.MethodGet, n.HTTPAddr, "/v1/limits", "", &got)
 		if got.Revision != put.Revision || got.Limits != put.Limits {
 			t.Errorf("%s: GET /v1/limits = %+v, want %+v", n.ID, got, put)
 		}
@@ -181,13 +181,17 @@ func dumpStore(t *testing.T, dir string) string {
 
 // adminJSON sends a request to a member's admin API, decodes the answer
 // into out (when not nil) and returns the status code.
-func adminJSON(t *testing.T, method, addr, path, body string, out any) int {
+func adminJSON(t *testing.T, c *proc.Cluster, method, addr, path, body string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, "https://"+addr+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	conf, err := proc.AdminTLS(c.Certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

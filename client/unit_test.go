@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,24 +70,20 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestDevTLS(t *testing.T) {
+// A nil TLS config trusts the system roots and presents nothing, even
+// with a development PKI in the working directory.
+func TestNilTLSTrustsNothingImplicitly(t *testing.T) {
 	dir := t.TempDir()
-	conf, err := DevTLS(dir)
+	t.Chdir(dir)
+	if _, err := session.EnsureDevCerts(filepath.Join(dir, "latch-data", "tls")); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := Config{}.tlsConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conf.RootCAs != nil || len(conf.Certificates) != 0 {
-		t.Fatal("without dev certs the config must trust the system roots and present nothing")
-	}
-	if _, err := session.EnsureDevCerts(dir); err != nil {
-		t.Fatal(err)
-	}
-	conf, err = DevTLS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if conf.RootCAs == nil || len(conf.Certificates) != 1 {
-		t.Fatalf("dev TLS: roots %v, %d certificates; want the dev CA and the dev client cert", conf.RootCAs != nil, len(conf.Certificates))
+	if conf.RootCAs != nil || len(conf.Certificates) != 0 || conf.GetClientCertificate != nil {
+		t.Fatal("a nil TLS config must trust the system roots and present nothing")
 	}
 }
 

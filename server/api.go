@@ -246,7 +246,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	fwdTLS := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		NextProtos:   []string{"h2", "http/1.1"},
-		Certificates: base.Certificates,
+		Certificates: []tls.Certificate{a.s.memberTLS.Cert},
 		// The leader must present a member's certificate; the name it
 		// was issued for is irrelevant (members dial by address).
 		InsecureSkipVerify: true,
@@ -268,10 +268,18 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 }
 
 // isMemberCert reports whether cert is a member's: the one this member
-// serves with (members share the client front's certificate, as
-// `latchd --dev` and the process harness do).
+// serves with (members may share the client front's certificate, as
+// `latchd --dev` and the process harness do), or a member certificate of
+// the cluster CA (session.MemberID), which forwards present.
 func (a *apiFront) isMemberCert(cert *x509.Certificate) bool {
-	return subtle.ConstantTimeCompare(cert.Raw, a.ownCert) == 1
+	if subtle.ConstantTimeCompare(cert.Raw, a.ownCert) == 1 {
+		return true
+	}
+	if _, ok := session.MemberID(cert); !ok {
+		return false
+	}
+	_, err := cert.Verify(x509.VerifyOptions{Roots: a.s.memberTLS.CAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
 }
 
 // caller is who sent an API request.

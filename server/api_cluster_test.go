@@ -494,7 +494,12 @@ func TestAPIIdentityAcrossForwarding(t *testing.T) {
 	c := proc.StartCluster(t, 3, "--tls-client-ca", clients.CA)
 	li := c.WaitLeader(t)
 	f := c.Nodes[(li+1)%3].APIAddr
-	api := newAPIClientCert(t, c.Certs.CA, clients.ClientCert, clients.ClientKey)
+	const who = "api-client"
+	certFile, keyFile, err := clients.Client(who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newAPIClientCert(t, c.Certs.CA, certFile, keyFile)
 	s := api.do(201, f, "POST", "/api/v1/sessions", map[string]any{"ttl_ms": 10000},
 		"Latch-Forwarded-By: n1", "Latch-Identity: root") // forged: ignored
 	identity := ""
@@ -503,8 +508,8 @@ func TestAPIIdentityAcrossForwarding(t *testing.T) {
 			identity = x["identity"].(string)
 		}
 	}
-	if identity != session.DevClientName {
-		t.Fatalf("session opened through follower has identity %q, want %q", identity, session.DevClientName)
+	if identity != who {
+		t.Fatalf("session opened through follower has identity %q, want %q", identity, who)
 	}
 	if _, _, err := newAPIClient(t, c.Certs.CA).raw(f, "GET", "/api/v1/health", nil); err == nil {
 		t.Fatal("a client without a certificate was served although a client CA is required")

@@ -39,8 +39,8 @@ import (
 var ErrNotFresh = errors.New("latch: cluster is not empty")
 
 func (s *Server) backupRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/snapshot/download", s.handleBackupSave)
-	mux.HandleFunc("POST /v1/snapshot/restore", s.handleBackupRestore)
+	mux.HandleFunc("GET /v1/snapshot/download", s.adminOnly(s.handleBackupSave))
+	mux.HandleFunc("POST /v1/snapshot/restore", s.adminOnly(s.handleBackupRestore))
 }
 
 func (s *Server) handleBackupSave(w http.ResponseWriter, r *http.Request) {

@@ -310,7 +310,7 @@ func TestLinearizableReadSeesCommittedWrites(t *testing.T) {
 		}
 	}
 
-	before := metricValue(t, leader, `latch_leader_verifies_total{member="`+leader.ID()+`"}`)
+	before := metricValue(t, c, leader, `latch_leader_verifies_total{member="`+leader.ID()+`"}`)
 	const readers = 64
 	errs := make(chan error, readers)
 	start := make(chan struct{})
@@ -326,7 +326,7 @@ func TestLinearizableReadSeesCommittedWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rounds := metricValue(t, leader, `latch_leader_verifies_total{member="`+leader.ID()+`"}`) - before
+	rounds := metricValue(t, c, leader, `latch_leader_verifies_total{member="`+leader.ID()+`"}`) - before
 	if rounds < 1 || rounds > readers/4 {
 		t.Fatalf("%d concurrent reads took %v verify rounds; want them coalesced", readers, rounds)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/session"
 )
 
@@ -18,6 +19,8 @@ const (
 	DefaultHTTPAddr   = "127.0.0.1:7422" // admin HTTP, TCP
 	// DevID is the member id --dev uses when none is given.
 	DevID = "dev"
+	// DefaultSnapshotMinInterval is Config.SnapshotMinInterval's default.
+	DefaultSnapshotMinInterval = 30 * time.Second
 )
 
 // Peer names one member of the initial cluster.
@@ -112,6 +115,32 @@ type Config struct {
 	// when ctx has no earlier deadline. Default 10s.
 	ApplyTimeout time.Duration
 
+	// Member traffic (transport.go, auth.go).
+
+	// ClusterCA (PEM) is the CA of the cluster's members and admins: a raft
+	// peer must present a member certificate it signed, and the admin
+	// endpoint verifies client certificates with it. Required unless Dev.
+	ClusterCA string
+	// MemberCert and MemberKey (PEM) are this member's certificate, which
+	// must be a member certificate naming ID (session.MemberID; make one
+	// with `latch cert member`). It is presented on raft connections both
+	// ways, served by the admin HTTPS endpoint, and by the client listener
+	// unless TLSCert is set. Required unless Dev: Dev issues one from its
+	// development CA in <DataDir>/tls.
+	MemberCert, MemberKey string
+	// AdminCheck, when set, names further admins (e.g. from replicated
+	// rules); an identity is an admin when Admins lists it or AdminCheck
+	// says so.
+	AdminCheck AdminChecker
+	// SnapshotMinInterval is the least time between two snapshots asked
+	// for on the admin endpoint; earlier requests get 429. Default 30s.
+	SnapshotMinInterval time.Duration
+	// Recover rewrites this member's raft configuration to exactly these
+	// peers before raft starts (hashicorp/raft RecoverCluster), for a
+	// cluster that lost quorum for good: run every survivor once with the
+	// same list of survivors. The namespace is kept. Then start without it.
+	Recover []Peer
+
 	// FaultInjection lets the admin endpoint POST /v1/faults cut this
 	// member's raft traffic to chosen members (see faults.go), for the chaos
 	// runner. Never enable it in production: anyone who reaches the admin
@@ -135,8 +164,10 @@ type Config struct {
 	// is clamped into them. Defaults 1s and 60s.
 	MinSessionTTL, MaxSessionTTL time.Duration
 	// Admins are identities (certificate CN or URI SAN) that administer the
-	// cluster: the first leader makes them admins of / in the replicated
-	// ACL rules when there are none yet.
+	// cluster: the admin endpoint lets them change membership, take
+	// snapshots and backups and replace live members (auth.go), and the
+	// first leader makes them admins of / in the replicated ACL rules when
+	// there are none yet.
 	Admins []string
 	// ACLDefault is the right set of identities no ACL rule names, written
 	// by the same bootstrap: ACLAllow, ACLDeny, or "" for allow in Dev or
@@ -234,24 +265,25 @@ type Config struct {
 // identity: set ID, DataDir and one of Bootstrap, Join or Dev.
 func DefaultConfig() Config {
 	c := Config{
-		RaftAddr:           DefaultRaftAddr,
-		ClientAddr:         DefaultClientAddr,
-		HTTPAddr:           DefaultHTTPAddr,
-		Limits:             namespace.DefaultLimits(),
-		HeartbeatTimeout:   100 * time.Millisecond,
-		ElectionTimeout:    100 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
-		CommitTimeout:      20 * time.Millisecond,
-		MaxAppendEntries:   256,
-		SnapshotThreshold:  8192,
-		SnapshotInterval:   2 * time.Minute,
-		TrailingLogs:       10240,
-		SnapshotRetain:     2,
-		ApplyTimeout:       10 * time.Second,
-		Clock:              time.Now,
-		Monotonic:          monotonicSince(time.Now()),
-		HashCheckInterval:  5 * time.Minute,
-		MinFreeSpace:       256 << 20,
+		RaftAddr:            DefaultRaftAddr,
+		ClientAddr:          DefaultClientAddr,
+		HTTPAddr:            DefaultHTTPAddr,
+		Limits:              namespace.DefaultLimits(),
+		HeartbeatTimeout:    100 * time.Millisecond,
+		ElectionTimeout:     100 * time.Millisecond,
+		LeaderLeaseTimeout:  100 * time.Millisecond,
+		CommitTimeout:       20 * time.Millisecond,
+		MaxAppendEntries:    256,
+		SnapshotThreshold:   8192,
+		SnapshotInterval:    2 * time.Minute,
+		TrailingLogs:        10240,
+		SnapshotRetain:      2,
+		ApplyTimeout:        10 * time.Second,
+		SnapshotMinInterval: DefaultSnapshotMinInterval,
+		Clock:               time.Now,
+		Monotonic:           monotonicSince(time.Now()),
+		HashCheckInterval:   5 * time.Minute,
+		MinFreeSpace:        256 << 20,
 	}
 	frontDefaults(&c)
 	return c
@@ -306,26 +338,17 @@ func (c *Config) Validate() error {
 	if modes > 1 {
 		return bad("Bootstrap", "Bootstrap, Join and Dev are mutually exclusive")
 	}
-	seen := map[string]bool{}
-	self := false
-	for i, p := range c.Bootstrap {
-		if p.ID == "" {
-			return bad("Bootstrap", "peer %d has no id", i)
-		}
-		if seen[p.ID] {
-			return bad("Bootstrap", "peer id %q listed twice", p.ID)
-		}
-		seen[p.ID] = true
-		if err := checkDialable(p.RaftAddr); err != nil {
-			return bad("Bootstrap", "peer %q: %v", p.ID, err)
-		}
-		self = self || p.ID == c.ID
+	if err := checkPeers("Bootstrap", c.ID, c.Bootstrap); err != nil {
+		return err
 	}
-	if len(c.Bootstrap) > 0 && !self {
-		return bad("Bootstrap", "does not list this member %q", c.ID)
+	if err := checkPeers("Recover", c.ID, c.Recover); err != nil {
+		return err
+	}
+	if err := c.validateMemberTLS(); err != nil {
+		return err
 	}
 	if c.Join != "" {
-		if _, err := joinURL(c.Join); err != nil {
+		if _, err := adminapi.BaseURL(c.Join); err != nil {
 			return bad("Join", "%v", err)
 		}
 	}
@@ -356,6 +379,8 @@ func (c *Config) Validate() error {
 		return bad("TrailingLogs", "must be positive")
 	case c.SnapshotRetain < 1:
 		return bad("SnapshotRetain", "must be at least 1")
+	case c.SnapshotMinInterval < 0:
+		return bad("SnapshotMinInterval", "%v is negative", c.SnapshotMinInterval)
 	case c.ApplyTimeout <= 0:
 		return bad("ApplyTimeout", "%v must be positive", c.ApplyTimeout)
 	case c.Clock == nil:
@@ -373,6 +398,31 @@ func (c *Config) Validate() error {
 // clock.
 func monotonicSince(start time.Time) func() time.Duration {
 	return func() time.Duration { return time.Since(start) }
+}
+
+// checkPeers checks a non-empty peer list: ids unique and set, addresses
+// dialable, this member listed.
+func checkPeers(field, self string, peers []Peer) error {
+	if len(peers) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	for i, p := range peers {
+		switch {
+		case p.ID == "":
+			return fmt.Errorf("%w: %s: peer %d has no id", ErrBadConfig, field, i)
+		case seen[p.ID]:
+			return fmt.Errorf("%w: %s: peer id %q listed twice", ErrBadConfig, field, p.ID)
+		}
+		seen[p.ID] = true
+		if err := checkDialable(p.RaftAddr); err != nil {
+			return fmt.Errorf("%w: %s: peer %q: %v", ErrBadConfig, field, p.ID, err)
+		}
+	}
+	if !seen[self] {
+		return fmt.Errorf("%w: %s: does not list this member %q", ErrBadConfig, field, self)
+	}
+	return nil
 }
 
 // checkDialable rejects addresses another member could not dial: no port,

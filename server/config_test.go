@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/latch-io/latch/server/adminapi"
+
 	"errors"
 	"strings"
 	"testing"
@@ -11,7 +13,7 @@ func TestConfigValidate(t *testing.T) {
 	valid := func() Config {
 		c := DefaultConfig()
 		c.ID, c.DataDir = "n1", "/tmp/x"
-		c.TLSCert, c.TLSKey = "/tmp/x/cert.pem", "/tmp/x/key.pem"
+		c.MemberCert, c.MemberKey, c.ClusterCA = "/tmp/x/cert.pem", "/tmp/x/key.pem", "/tmp/x/ca.pem"
 		return c
 	}
 	if c := valid(); c.Validate() != nil {
@@ -39,7 +41,7 @@ func TestConfigValidate(t *testing.T) {
 		{"Bootstrap", func(c *Config) { c.Bootstrap = []Peer{{ID: "n1", RaftAddr: "127.0.0.1:1"}}; c.Dev = true }},
 		{"Bootstrap", func(c *Config) { c.Join = "127.0.0.1:7422"; c.Dev = true }},
 		{"Join", func(c *Config) { c.Join = "ftp://x:1" }},
-		{"Join", func(c *Config) { c.Join = "http://host-without-port" }},
+		{"Join", func(c *Config) { c.Join = "https://host-without-port" }},
 		{"Limits", func(c *Config) { c.Limits.MaxDepth = 0 }},
 		{"HeartbeatTimeout", func(c *Config) { c.HeartbeatTimeout = time.Millisecond }},
 		{"ElectionTimeout", func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 }},
@@ -52,6 +54,14 @@ func TestConfigValidate(t *testing.T) {
 		{"SnapshotRetain", func(c *Config) { c.SnapshotRetain = 0 }},
 		{"ApplyTimeout", func(c *Config) { c.ApplyTimeout = -1 }},
 		{"Clock", func(c *Config) { c.Clock = nil }},
+		{"MemberCert", func(c *Config) { c.MemberCert, c.MemberKey = "", "" }},
+		{"MemberKey", func(c *Config) { c.MemberKey = "" }},
+		{"ClusterCA", func(c *Config) { c.ClusterCA = "" }},
+		{"Admins", func(c *Config) { c.Admins = []string{"latch://member/n2"} }},
+		{"Recover", func(c *Config) { c.Recover = []Peer{{ID: "n2", RaftAddr: "127.0.0.1:1"}} }},
+		{"Recover", func(c *Config) { c.Recover = []Peer{{ID: "n1", RaftAddr: "0.0.0.0:1"}} }},
+		{"SnapshotMinInterval", func(c *Config) { c.SnapshotMinInterval = -1 }},
+		{"TLSKey", func(c *Config) { c.TLSKey = "k" }},
 	}
 	for _, tt := range tests {
 		c := valid()
@@ -65,18 +75,18 @@ func TestConfigValidate(t *testing.T) {
 
 func TestJoinURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"127.0.0.1:7422":         "http://127.0.0.1:7422",
-		"http://10.0.0.2:7422":   "http://10.0.0.2:7422",
-		"https://h:1/ignored":    "https://h:1",
-		"http://[::1]:7422/v1/x": "http://[::1]:7422",
+		"127.0.0.1:7422":          "https://127.0.0.1:7422",
+		"https://10.0.0.2:7422":   "https://10.0.0.2:7422",
+		"https://h:1/ignored":     "https://h:1",
+		"https://[::1]:7422/v1/x": "https://[::1]:7422",
 	} {
-		if got, err := joinURL(in); err != nil || got != want {
-			t.Errorf("joinURL(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := adminapi.BaseURL(in); err != nil || got != want {
+			t.Errorf("adminapi.BaseURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "http://", "host", "gopher://h:1"} {
-		if got, err := joinURL(in); err == nil {
-			t.Errorf("joinURL(%q) = %q, want error", in, got)
+	for _, in := range []string{"", "https://", "host", "gopher://h:1", "http://10.0.0.2:7422"} {
+		if got, err := adminapi.BaseURL(in); err == nil {
+			t.Errorf("adminapi.BaseURL(%q) = %q, want error", in, got)
 		}
 	}
 }

@@ -12,20 +12,19 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// faultLayer is the raft StreamLayer of a member started with
-// Config.FaultInjection: plain TCP, except that it refuses to dial the raft
-// addresses it is told to block and closes the connections it dialed to
-// them. A partition is made by telling both members of each cut pair, so
-// neither side dials the other and no connection crosses the cut; the
-// chaos runner does that through POST /v1/faults. It sits under raft's
-// NetworkTransport, so raft sees what a real partition shows it: dial
-// errors and broken connections.
+// faultLayer is the raft stream layer under the TLS layer of a member
+// started with Config.FaultInjection: it passes connections through,
+// except that it refuses to dial the raft addresses it is told to block and
+// closes the connections it dialed to them. A partition is made by telling
+// both members of each cut pair, so neither side dials the other and no
+// connection crosses the cut; the chaos runner does that through POST
+// /v1/faults. It sits under raft's NetworkTransport, so raft sees what a
+// real partition shows it: dial errors and broken connections.
 //
 // Connections a member accepted are left alone: it cannot tell which raft
 // address dialed them, and the dialing side closes them when told.
 type faultLayer struct {
-	ln        net.Listener
-	advertise net.Addr
+	raft.StreamLayer // plain TCP
 
 	mu      sync.Mutex
 	blocked map[string]bool
@@ -34,31 +33,8 @@ type faultLayer struct {
 
 var _ raft.StreamLayer = (*faultLayer)(nil)
 
-// newFaultLayer listens on bind. advertise, when not nil, is the address
-// other members dial, as with raft.NewTCPTransport.
-func newFaultLayer(bind string, advertise net.Addr) (*faultLayer, error) {
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, err
-	}
-	f := &faultLayer{ln: ln, advertise: advertise, blocked: map[string]bool{}, conns: map[*faultConn]struct{}{}}
-	addr, ok := f.Addr().(*net.TCPAddr)
-	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("%w: raft address %v is not advertisable (set RaftAdvertise)", ErrBadConfig, f.Addr())
-	}
-	return f, nil
-}
-
-func (f *faultLayer) Accept() (net.Conn, error) { return f.ln.Accept() }
-
-func (f *faultLayer) Close() error { return f.ln.Close() }
-
-func (f *faultLayer) Addr() net.Addr {
-	if f.advertise != nil {
-		return f.advertise
-	}
-	return f.ln.Addr()
+func newFaultLayer(inner raft.StreamLayer) *faultLayer {
+	return &faultLayer{StreamLayer: inner, blocked: map[string]bool{}, conns: map[*faultConn]struct{}{}}
 }
 
 // Dial fails at once for a blocked address, as a refused connection would.
@@ -67,7 +43,7 @@ func (f *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if f.isBlocked(addr) {
 		return nil, fmt.Errorf("latch: fault injection: %s is blocked", addr)
 	}
-	c, err := net.DialTimeout("tcp", addr, timeout)
+	c, err := f.StreamLayer.Dial(address, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +126,7 @@ type faultRequest struct {
 
 // handleFaults serves POST /v1/faults (set the blocked raft addresses) and
 // GET /v1/faults (read them). It is registered only with FaultInjection.
-func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request, _ adminCaller) {
 	if r.Method == http.MethodPost {
 		var req faultRequest
 		if !decodeBody(w, r, &req) {

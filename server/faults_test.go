@@ -15,7 +15,7 @@ import (
 func TestFaultsEndpointOffByDefault(t *testing.T) {
 	c := servertest.StartCluster(t, 1, nil)
 	c.WaitLeader()
-	code, _ := httpPost(t, "http://"+c.Server(0).HTTPAddr()+"/v1/faults", map[string]any{"block": []string{}})
+	code, _ := httpPost(t, c, "https://"+c.Server(0).HTTPAddr()+"/v1/faults", map[string]any{"block": []string{}})
 	if code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /v1/faults without FaultInjection: %d, want 404/405", code)
 	}
@@ -28,7 +28,7 @@ func block(t *testing.T, c *servertest.Cluster, i int, to ...int) {
 	for _, j := range to {
 		addrs = append(addrs, c.Server(j).RaftAddr())
 	}
-	code, body := httpPost(t, "http://"+c.Server(i).HTTPAddr()+"/v1/faults", map[string]any{"block": addrs})
+	code, body := httpPost(t, c, "https://"+c.Server(i).HTTPAddr()+"/v1/faults", map[string]any{"block": addrs})
 	if code != http.StatusOK {
 		t.Fatalf("POST /v1/faults on n%d: %d %s", i+1, code, body)
 	}
@@ -52,7 +52,7 @@ func TestFaultsIsolateLeader(t *testing.T) {
 		}
 	}
 
-	if code, body := httpPost(t, "http://"+c.Server(old).HTTPAddr()+"/v1/faults", map[string]any{"block": []string{"no-port"}}); code != http.StatusBadRequest {
+	if code, body := httpPost(t, c, "https://"+c.Server(old).HTTPAddr()+"/v1/faults", map[string]any{"block": []string{"no-port"}}); code != http.StatusBadRequest {
 		t.Fatalf("bad address: %d %s, want 400", code, body)
 	}
 
@@ -84,7 +84,7 @@ func TestFaultsIsolateLeader(t *testing.T) {
 		t.Fatal("isolated member applied a write of the majority's term")
 	}
 
-	code, body := httpGet(t, "http://"+c.Server(old).HTTPAddr()+"/v1/faults")
+	code, body := httpGet(t, c, "https://"+c.Server(old).HTTPAddr()+"/v1/faults")
 	if code != http.StatusOK || !json.Valid([]byte(body)) {
 		t.Fatalf("GET /v1/faults: %d %s", code, body)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 // apiReply is the JSON body of every admin API answer that is not data.
@@ -27,19 +29,19 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.Handle("GET /metrics", promhttp.Handler())
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("POST /v1/join", s.handleJoin)
-	mux.HandleFunc("POST /v1/remove", s.handleRemove)
-	mux.HandleFunc("POST /v1/snapshot", s.handleSnapshot)
+	mux.HandleFunc("POST /v1/join", s.memberOrAdmin(s.handleJoin))
+	mux.HandleFunc("POST /v1/remove", s.memberOrAdmin(s.handleRemove))
+	mux.HandleFunc("POST /v1/snapshot", s.memberOrAdmin(s.handleSnapshot))
 	s.memberRoutes(mux)
 	mux.HandleFunc("GET /v1/hash", s.handleHash)
-	mux.HandleFunc("POST /v1/hash-check", s.handleHashCheck)
+	mux.HandleFunc("POST /v1/hash-check", s.adminOnly(s.handleHashCheck))
 	mux.HandleFunc("GET /v1/limits", s.handleGetLimits)
-	mux.HandleFunc("PUT /v1/limits", s.handlePutLimits)
+	mux.HandleFunc("PUT /v1/limits", s.adminOnly(s.handlePutLimits))
 	s.backupRoutes(mux)
 	handlePprof(mux)
 	if s.faults != nil {
-		mux.HandleFunc("GET /v1/faults", s.handleFaults)
-		mux.HandleFunc("POST /v1/faults", s.handleFaults)
+		mux.HandleFunc("GET /v1/faults", s.memberOrAdmin(s.handleFaults))
+		mux.HandleFunc("POST /v1/faults", s.memberOrAdmin(s.handleFaults))
 	}
 	return mux
 }
@@ -91,37 +93,50 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, by adminCaller) {
 	var req joinRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	if err := by.mayChange(req.ID, req.Replace); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if s.redirectToLeader(w, r) {
 		return
 	}
-	if err := s.addMember(r.Context(), req); err != nil {
+	if err := s.addMember(r.Context(), req, by); err != nil {
 		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiReply{OK: true})
 }
 
-func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request, by adminCaller) {
 	var req removeRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	if err := by.mayChange(req.ID, false); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if s.redirectToLeader(w, r) {
 		return
 	}
-	if err := s.RemoveMember(r.Context(), req.ID); err != nil {
+	if err := s.removeMember(r.Context(), req.ID, by); err != nil {
 		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apiReply{OK: true})
 }
 
-func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, _ adminCaller) {
+	if wait := s.snapLimit.take(s.cfg.Clock(), s.cfg.SnapshotMinInterval); wait > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds()+1)))
+		s.writeError(w, fmt.Errorf("%w: retry in %v (at most one per %v)", session.ErrSnapshotTooSoon, wait.Round(time.Millisecond), s.cfg.SnapshotMinInterval))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
 	if err := s.Snapshot(ctx); err != nil {
@@ -147,7 +162,7 @@ func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
 		})
 		return true
 	}
-	w.Header().Set("Location", "http://"+nl.LeaderHTTPAddr+r.URL.RequestURI())
+	w.Header().Set("Location", "https://"+nl.LeaderHTTPAddr+r.URL.RequestURI())
 	writeJSON(w, http.StatusTemporaryRedirect, apiReply{
 		Error: "not the leader", Code: "not_leader", LeaderID: nl.LeaderID, LeaderHTTP: nl.LeaderHTTPAddr,
 	})
@@ -180,8 +195,17 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		code, reply.Code = http.StatusNotFound, "no_member"
 	case errors.Is(err, ErrNotFresh):
 		code, reply.Code = http.StatusConflict, "not_fresh"
+	case errors.Is(err, session.ErrAdminDenied):
+		code, reply.WireCode = http.StatusForbidden, uint16(session.CodeAdminDenied)
+	case errors.Is(err, session.ErrMemberExists):
+		code, reply.WireCode = http.StatusConflict, uint16(session.CodeMemberExists)
+	case errors.Is(err, session.ErrSnapshotTooSoon):
+		code, reply.WireCode = http.StatusTooManyRequests, uint16(session.CodeSnapshotTooSoon)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrNotStarted), errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusServiceUnavailable
+	}
+	if reply.WireCode != 0 {
+		reply.Code = session.Code(reply.WireCode).String()
 	}
 	writeJSON(w, code, reply)
 }
@@ -192,4 +216,25 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// snapLimiter spaces the snapshots asked for on the admin endpoint: each
+// writes the whole namespace to disk, so a loop of requests would fill it.
+type snapLimiter struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// take returns 0 and records now when a snapshot may start, else how long
+// until one may.
+func (l *snapLimiter) take(now time.Time, every time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() {
+		if wait := l.last.Add(every).Sub(now); wait > 0 {
+			return wait
+		}
+	}
+	l.last = now
+	return 0
 }

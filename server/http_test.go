@@ -17,9 +17,15 @@ import (
 	"github.com/latch-io/latch/server/servertest"
 )
 
-func httpGet(t *testing.T, url string) (int, string) {
+// adminHTTP is an HTTPS client of c's admin endpoints presenting the
+// certificate of identity ("" none); it keeps no connections.
+func adminHTTP(c *servertest.Cluster, identity string) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: c.AdminTLS(identity), DisableKeepAlives: true}}
+}
+
+func httpGet(t *testing.T, c *servertest.Cluster, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := adminHTTP(c, servertest.AdminName).Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -28,10 +34,15 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func httpPost(t *testing.T, url string, body any) (int, string) {
+func httpPost(t *testing.T, c *servertest.Cluster, url string, body any) (int, string) {
+	t.Helper()
+	return httpPostAs(t, c, servertest.AdminName, url, body)
+}
+
+func httpPostAs(t *testing.T, c *servertest.Cluster, identity, url string, body any) (int, string) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	resp, err := adminHTTP(c, identity).Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}
@@ -42,9 +53,9 @@ func httpPost(t *testing.T, url string, body any) (int, string) {
 
 // metricValue scrapes s's /metrics and returns the sample named series
 // (name plus labels exactly as exposed), or 0 when absent.
-func metricValue(t *testing.T, s *server.Server, series string) float64 {
+func metricValue(t *testing.T, c *servertest.Cluster, s *server.Server, series string) float64 {
 	t.Helper()
-	code, body := httpGet(t, "http://"+s.HTTPAddr()+"/metrics")
+	code, body := httpGet(t, c, "https://"+s.HTTPAddr()+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -69,17 +80,17 @@ func TestAdminHTTP(t *testing.T) {
 	mustCommit(t, c, create("/h", "x"))
 	for i := 0; i < 3; i++ {
 		s := c.Server(i)
-		base := "http://" + s.HTTPAddr()
-		if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
+		base := "https://" + s.HTTPAddr()
+		if code, body := httpGet(t, c, base+"/healthz"); code != http.StatusOK {
 			t.Fatalf("n%d /healthz = %d %s", i+1, code, body)
 		}
 		servertest.Eventually(t, fmt.Sprintf("n%d ready", i+1), func() error {
-			if code, body := httpGet(t, base+"/readyz"); code != http.StatusOK {
+			if code, body := httpGet(t, c, base+"/readyz"); code != http.StatusOK {
 				return fmt.Errorf("%d %s", code, body)
 			}
 			return nil
 		})
-		code, body := httpGet(t, base+"/v1/status")
+		code, body := httpGet(t, c, base+"/v1/status")
 		var st server.Status
 		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
 			t.Fatalf("/v1/status = %d %v: %s", code, err, body)
@@ -89,7 +100,7 @@ func TestAdminHTTP(t *testing.T) {
 		}
 	}
 
-	code, body := httpGet(t, "http://"+leader.HTTPAddr()+"/metrics")
+	code, body := httpGet(t, c, "https://"+leader.HTTPAddr()+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics = %d", code)
 	}
@@ -104,16 +115,16 @@ func TestAdminHTTP(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if v := metricValue(t, leader, `latch_is_leader{member="`+leader.ID()+`"}`); v != 1 {
+	if v := metricValue(t, c, leader, `latch_is_leader{member="`+leader.ID()+`"}`); v != 1 {
 		t.Errorf("latch_is_leader on leader = %v", v)
 	}
 
-	code, body = httpPost(t, "http://"+leader.HTTPAddr()+"/v1/snapshot", struct{}{})
+	code, body = httpPost(t, c, "https://"+leader.HTTPAddr()+"/v1/snapshot", struct{}{})
 	if code != http.StatusOK || !strings.Contains(body, `"index"`) {
 		t.Fatalf("/v1/snapshot = %d %s", code, body)
 	}
 	// Garbage is a 400 with a reason, never a crash.
-	resp, err := http.Post("http://"+leader.HTTPAddr()+"/v1/join", "application/json", strings.NewReader("{nope"))
+	resp, err := adminHTTP(c, servertest.AdminName).Post("https://"+leader.HTTPAddr()+"/v1/join", "application/json", strings.NewReader("{nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +132,10 @@ func TestAdminHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("garbage join = %d", resp.StatusCode)
 	}
-	if code, body := httpPost(t, "http://"+leader.HTTPAddr()+"/v1/join", map[string]string{"id": "x", "raft_addr": "nope"}); code != http.StatusBadRequest {
+	if code, body := httpPost(t, c, "https://"+leader.HTTPAddr()+"/v1/join", map[string]string{"id": "x", "raft_addr": "nope"}); code != http.StatusBadRequest {
 		t.Fatalf("join with bad address = %d %s", code, body)
 	}
-	if code, body := httpPost(t, "http://"+leader.HTTPAddr()+"/v1/remove", map[string]string{"id": "ghost"}); code != http.StatusNotFound {
+	if code, body := httpPost(t, c, "https://"+leader.HTTPAddr()+"/v1/remove", map[string]string{"id": "ghost"}); code != http.StatusNotFound {
 		t.Fatalf("remove of unknown member = %d %s", code, body)
 	}
 }
@@ -143,9 +154,9 @@ func TestJoinAndRemoveOverHTTP(t *testing.T) {
 		return nil
 	})
 
-	cfg := servertest.Config("n4", filepath.Join(t.TempDir(), "n4"), servertest.Logger())
-	cfg.Join = "http://" + follower.HTTPAddr() // redirected to the leader
-	cfg.ClientAddr = "127.0.0.1:0"             // resolved in New; the published address must be the bound one
+	cfg := c.Config("n4", filepath.Join(t.TempDir(), "n4"))
+	cfg.Join = "https://" + follower.HTTPAddr() // redirected to the leader
+	cfg.ClientAddr = "127.0.0.1:0"              // resolved in New; the published address must be the bound one
 	n4, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +189,7 @@ func TestJoinAndRemoveOverHTTP(t *testing.T) {
 	})
 
 	// Remove through a follower: it redirects to the leader.
-	if code, body := httpPost(t, "http://"+follower.HTTPAddr()+"/v1/remove", map[string]string{"id": "n4"}); code != http.StatusOK {
+	if code, body := httpPost(t, c, "https://"+follower.HTTPAddr()+"/v1/remove", map[string]string{"id": "n4"}); code != http.StatusOK {
 		t.Fatalf("remove = %d %s", code, body)
 	}
 	ms, err := leader.Members()

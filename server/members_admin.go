@@ -21,8 +21,8 @@ var ErrNotLearner = errors.New("latch: not a learner")
 
 func (s *Server) memberRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/members", s.handleMembers)
-	mux.HandleFunc("POST /v1/members/add", s.handleMemberAdd)
-	mux.HandleFunc("POST /v1/members/promote", s.handleMemberPromote)
+	mux.HandleFunc("POST /v1/members/add", s.adminOnly(s.handleMemberAdd))
+	mux.HandleFunc("POST /v1/members/promote", s.adminOnly(s.handleMemberPromote))
 }
 
 func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +46,7 @@ func (s *Server) handleMemberAdd(w http.ResponseWriter, r *http.Request) {
 	if req.Learner {
 		err = s.AddLearner(r.Context(), req.ID, req.RaftAddr)
 	} else {
-		err = s.addMember(r.Context(), joinRequest{ID: req.ID, RaftAddr: req.RaftAddr})
+		err = s.addMember(r.Context(), joinRequest{ID: req.ID, RaftAddr: req.RaftAddr}, adminCaller{admin: true})
 	}
 	s.writeMembers(w, err)
 }

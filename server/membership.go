@@ -1,15 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +12,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 // MemberStatus is one member as raft's configuration and the replicated
@@ -33,6 +29,10 @@ type joinRequest struct {
 	// UpdateOnly refreshes the addresses of a current member and never adds
 	// a new one: a member removed by an operator must not re-add itself.
 	UpdateOnly bool `json:"update_only,omitempty"`
+	// Replace lets an admin take the id or raft address of a live member:
+	// that member is removed first. Without it such a join is refused
+	// (session.ErrMemberExists).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // removeRequest is the body of POST /v1/remove.
@@ -166,13 +166,14 @@ func (s *Server) leaderOnly(ctx context.Context) error {
 	return s.waitReady(ctx)
 }
 
-// AddMember adds id as a voter at raftAddr (or moves it there) and records
-// its client and admin addresses. Leader only; idempotent.
-func (s *Server) AddMember(ctx context.Context, id, raftAddr, clientAddr, httpAddr string) error {
-	return s.addMember(ctx, joinRequest{ID: id, RaftAddr: raftAddr, ClientAddr: clientAddr, HTTPAddr: httpAddr})
+// AddMember adds id as a voter at raftAddr and records its client and
+// admin addresses, acting as an admin. Leader only; idempotent. An id or
+// raft address of another live member is ErrMemberExists unless replace.
+func (s *Server) AddMember(ctx context.Context, id, raftAddr, clientAddr, httpAddr string, replace bool) error {
+	return s.addMember(ctx, joinRequest{ID: id, RaftAddr: raftAddr, ClientAddr: clientAddr, HTTPAddr: httpAddr, Replace: replace}, adminCaller{admin: true})
 }
 
-func (s *Server) addMember(ctx context.Context, req joinRequest) error {
+func (s *Server) addMember(ctx context.Context, req joinRequest, by adminCaller) error {
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
 	if req.ID == "" {
@@ -180,6 +181,9 @@ func (s *Server) addMember(ctx context.Context, req joinRequest) error {
 	}
 	if err := checkDialable(req.RaftAddr); err != nil {
 		return fmt.Errorf("%w: raft_addr: %v", ErrBadRequest, err)
+	}
+	if err := by.mayChange(req.ID, req.Replace); err != nil {
+		return err
 	}
 	if err := s.leaderOnly(ctx); err != nil {
 		return err
@@ -189,19 +193,31 @@ func (s *Server) addMember(ctx context.Context, req joinRequest) error {
 		return fmt.Errorf("latch: raft configuration: %w", err)
 	}
 	exact, known := false, false
+	var holder raft.ServerID // another member at the joiner's raft address
+	var at raft.ServerAddress
 	for _, srv := range f.Configuration().Servers {
 		switch {
 		case string(srv.ID) == req.ID:
-			known = true
+			known, at = true, srv.Address
 			// A learner joining at its address stays a learner: only
 			// Promote makes it a voter.
 			exact = srv.Address == raft.ServerAddress(req.RaftAddr) && srv.Suffrage != raft.Staging
-		case srv.Address == raft.ServerAddress(req.RaftAddr) && !req.UpdateOnly:
-			// Another identity at this address is a previous incarnation.
-			s.log.Info("removing member that held the joiner's address", "old", srv.ID, "new", req.ID)
-			if err := waitFuture(ctx, s.raft.RemoveServer(srv.ID, 0, s.cfg.ApplyTimeout)); err != nil {
-				return s.proposeError(err)
-			}
+		case srv.Address == raft.ServerAddress(req.RaftAddr):
+			holder = srv.ID
+		}
+	}
+	// A join must not take over a live member: three made-up voters would
+	// cost the cluster its quorum, and a re-pointed address its traffic.
+	switch {
+	case holder != "" && !req.Replace:
+		return fmt.Errorf("%w: raft address %s belongs to member %s (remove it first, or have an admin replace it)", session.ErrMemberExists, req.RaftAddr, holder)
+	case known && !exact && !req.UpdateOnly && !req.Replace:
+		return fmt.Errorf("%w: member %s is live at %s (remove it first, or have an admin replace it)", session.ErrMemberExists, req.ID, at)
+	}
+	if holder != "" {
+		s.log.Warn("admin replaces the member at the joiner's raft address", "old", holder, "new", req.ID, "by", by.String())
+		if err := waitFuture(ctx, s.raft.RemoveServer(holder, 0, s.cfg.ApplyTimeout)); err != nil {
+			return s.proposeError(err)
 		}
 	}
 	if !exact {
@@ -233,6 +249,13 @@ func (s *Server) recordMember(ctx context.Context, want namespace.Member) error 
 // RemoveMember removes id from the raft configuration and forgets its
 // metadata. Leader only. Removing the leader itself makes it step down.
 func (s *Server) RemoveMember(ctx context.Context, id string) error {
+	return s.removeMember(ctx, id, adminCaller{admin: true})
+}
+
+func (s *Server) removeMember(ctx context.Context, id string, by adminCaller) error {
+	if err := by.mayChange(id, false); err != nil {
+		return err
+	}
 	s.membershipMu.Lock()
 	defer s.membershipMu.Unlock()
 	if id == "" {
@@ -403,51 +426,32 @@ func (s *Server) registerOnce() error {
 	return err
 }
 
-var joinClient = &http.Client{Timeout: 10 * time.Second}
-
-// postJoin sends req to the admin endpoint at addr; followers redirect it
-// to the leader and the client follows.
+// postJoin sends req to the admin endpoint at addr as this member;
+// followers redirect it to the leader and the client follows.
 func (s *Server) postJoin(ctx context.Context, addr string, req joinRequest) error {
-	u, err := joinURL(addr)
-	if err != nil {
-		return err
+	ac := s.peerAdmin(10 * time.Second)
+	defer ac.CloseIdleConnections()
+	err := adminError(ac.Do(ctx, http.MethodPost, addr, "/v1/join", req, nil))
+	if err != nil && !errors.Is(err, namespace.ErrNoMember) {
+		return fmt.Errorf("%w: %w", ErrJoin, err)
 	}
-	body, _ := json.Marshal(req)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/v1/join", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJoin, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := joinClient.Do(hreq)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrJoin, err)
-	}
-	defer resp.Body.Close()
-	var reply apiReply
-	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&reply)
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		return nil
-	case resp.StatusCode == http.StatusNotFound && reply.Code == "no_member":
-		return fmt.Errorf("%w: %s", namespace.ErrNoMember, reply.Error)
-	}
-	return fmt.Errorf("%w: %s answered %s: %s", ErrJoin, u, resp.Status, reply.Error)
+	return err
 }
 
-// joinURL turns "host:port" or "http://host:port" into a base URL.
-func joinURL(addr string) (string, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+// adminError gives an admin endpoint's error answer its identity back:
+// the wire error its wire_code names (session.ErrAdminDenied, ...), or
+// namespace.ErrNoMember for "no_member"; other errors are returned as
+// they are.
+func adminError(err error) error {
+	var re *adminapi.ReplyError
+	if !errors.As(err, &re) {
+		return err
 	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return "", fmt.Errorf("%q: %v", addr, err)
+	if re.Reply.WireCode != 0 {
+		return fmt.Errorf("latch: admin %s: %w", re.Addr, session.Code(re.Reply.WireCode).Err(re.Reply.Error))
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%q: scheme must be http or https", addr)
+	if re.Reply.Code == "no_member" {
+		return fmt.Errorf("%w: %s", namespace.ErrNoMember, re.Reply.Error)
 	}
-	if u.Host == "" || u.Port() == "" {
-		return "", fmt.Errorf("%q: needs host:port", addr)
-	}
-	return u.Scheme + "://" + u.Host, nil
+	return err
 }

@@ -29,12 +29,23 @@ var (
 		Name: "latch_leader_verifies_total",
 		Help: "Leadership confirmation rounds (shared by concurrent linearizable reads).",
 	}, []string{"member"})
+	refusedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "latch_member_traffic_refused_total",
+		Help: "Raft connections whose mutual TLS handshake failed (what=raft) and admin requests refused for want of a member or admin identity (what=admin).",
+	}, []string{"member", "what"})
 	members = &memberCollector{servers: map[*Server]struct{}{}}
 )
 
+// countRefused counts one refused raft connection or admin request. It may
+// run before the member's metrics exist (raft accepts from New on).
+func (s *Server) countRefused(what string) {
+	registerMetrics()
+	refusedTotal.WithLabelValues(s.cfg.ID, what).Inc()
+}
+
 func registerMetrics() {
 	registerOnce.Do(func() {
-		prometheus.MustRegister(proposalsTotal, proposalSeconds, verifiesTotal, members)
+		prometheus.MustRegister(proposalsTotal, proposalSeconds, verifiesTotal, refusedTotal, members)
 		sink, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{Name: "latch_raft_sink"})
 		if err != nil {
 			// Only possible if something else registered the same sink.

@@ -91,11 +91,11 @@ func (c *Config) validateFront() error {
 		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case !c.Dev && c.TLSCert == "":
-		return bad("TLSCert", "required unless Dev (clients always speak TLS 1.3)")
+	case !c.Dev && c.TLSCert == "" && c.MemberCert == "":
+		return bad("TLSCert", "required unless Dev or MemberCert (clients always speak TLS 1.3)")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return bad("TLSKey", "TLSCert and TLSKey go together")
-	case c.TLSClientCA != "" && c.TLSCert == "" && !c.Dev:
+	case c.TLSClientCA != "" && c.TLSCert == "" && c.MemberCert == "" && !c.Dev:
 		return bad("TLSClientCA", "needs TLSCert and TLSKey")
 	case c.MinSessionTTL <= 0:
 		return bad("MinSessionTTL", "%v must be positive", c.MinSessionTTL)
@@ -145,7 +145,7 @@ func (c *Config) validateFront() error {
 //   - The client listener binds in New (port 0 resolves, ClientAddr then
 //     names the bound port) and accepts from Start. Close first closes every
 //     connection with ConnShutdown, so clients move on at once.
-//   - TLS: TLSCert/TLSKey, required unless Dev. Dev without them makes a
+//   - TLS: TLSCert/TLSKey, else the member certificate, else (Dev) a
 //     PKI in <DataDir>/tls and verifies a client certificate signed by its
 //     CA when one is offered (the dev client is then named by it), without
 //     requiring one. TLSClientCA requires one (mutual TLS). The identity is
@@ -253,6 +253,9 @@ func (s *Server) openFront() error {
 func (s *Server) clientTLS() (*tls.Config, error) {
 	cert, key, ca := s.cfg.TLSCert, s.cfg.TLSKey, s.cfg.TLSClientCA
 	optional := false
+	if cert == "" && s.cfg.MemberCert != "" {
+		cert, key = s.cfg.MemberCert, s.cfg.MemberKey
+	}
 	if cert == "" && s.cfg.Dev {
 		dc, err := session.EnsureDevCerts(filepath.Join(s.cfg.DataDir, devTLSDir))
 		if err != nil {

@@ -200,7 +200,11 @@ func TestFrontMutualTLS(t *testing.T) {
 	fc := startFront(t, 1, func(_ int, cfg *server.Config) {
 		cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = certs.ServerCert, certs.ServerKey, certs.CA
 	})
-	withCert, err := session.ClientTLS(certs.CA, certs.ClientCert, certs.ClientKey)
+	cert, key, err := certs.Client("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert, err := session.ClientTLS(certs.CA, cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +212,7 @@ func TestFrontMutualTLS(t *testing.T) {
 	conn := fc.dial(0)
 	open := openSession(t, conn, 5*time.Second)
 	list := ok(t, conn, &session.Request{Type: session.MsgSessions})
-	if len(list.Sessions) != 1 || list.Sessions[0].Identity != session.DevClientName || list.Sessions[0].ID != open.Session ||
+	if len(list.Sessions) != 1 || list.Sessions[0].Identity != "alice" || list.Sessions[0].ID != open.Session ||
 		list.Sessions[0].ExpiresInMillis <= 0 {
 		t.Fatalf("sessions %+v", list.Sessions)
 	}

@@ -46,8 +46,8 @@ func startDevWith(t testing.TB, configure func(*Config)) *Server {
 	return s
 }
 
-// Dev mode makes its PKI in <data-dir>/tls; a client presenting the dev
-// client certificate is identified by it, one without is still served.
+// Dev mode makes its PKI in <data-dir>/tls; a client presenting a
+// certificate of the dev CA is identified by it, one without is still served.
 // A handler that panics costs its request an ErrInternal, nothing more.
 func TestDevFrontAndPanicGuard(t *testing.T) {
 	s := startDev(t)
@@ -82,7 +82,15 @@ func TestDevFrontAndPanicGuard(t *testing.T) {
 		}
 		return resp
 	}
-	withCert := dial(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"))
+	dc, err := session.EnsureDevCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := dc.Client("dev-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := dial(cert, key)
 	anon := dial("", "")
 
 	if err := rt(withCert, &session.Request{Type: session.MsgSync}).Err(); !errors.Is(err, session.ErrInternal) {
@@ -94,7 +102,7 @@ func TestDevFrontAndPanicGuard(t *testing.T) {
 		}
 	}
 	list := rt(anon, &session.Request{Type: session.MsgSessions})
-	if len(list.Sessions) != 2 || list.Sessions[0].Identity != session.DevClientName || list.Sessions[1].Identity != "" {
+	if len(list.Sessions) != 2 || list.Sessions[0].Identity != "dev-alice" || list.Sessions[1].Identity != "" {
 		t.Fatalf("sessions %+v", list.Sessions)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+
 	"github.com/latch-io/latch/server/raftstore"
+	"github.com/latch-io/latch/session"
 )
 
 // Server is one cluster member: raft over badger-backed stores, the
@@ -38,9 +41,11 @@ type Server struct {
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
-	faults    *faultLayer // raft's stream layer with Config.FaultInjection; else nil
-	front     *front      // the client listener, dispatch, watches, leases (quic.go)
-	api       *apiFront   // the HTTP/JSON API and console (api.go); nil without APIAddr
+	faults    *faultLayer // under raft's TLS stream layer with Config.FaultInjection; else nil
+	memberTLS *session.MemberTLS
+	snapLimit snapLimiter
+	front     *front    // the client listener, dispatch, watches, leases (quic.go)
+	api       *apiFront // the HTTP/JSON API and console (api.go); nil without APIAddr
 	fsm       *fsm
 	raft      *raft.Raft
 	metrics   *serverMetrics
@@ -171,33 +176,20 @@ func (s *Server) open() error {
 		return fmt.Errorf("latch: snapshot store: %w", err)
 	}
 
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			return fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
-		}
-	}
-	tcfg := &raft.NetworkTransportConfig{
-		Logger:  newHCLog(s.log, "raft-net"),
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-	}
-	if cfg.FaultInjection {
-		if s.faults, err = newFaultLayer(cfg.RaftAddr, advertise); err == nil {
-			tcfg.Stream = s.faults
-			s.trans = raft.NewNetworkTransportWithConfig(tcfg)
-		}
-	} else {
-		s.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg)
-	}
+	mtls, err := s.loadMemberTLS()
 	if err != nil {
-		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
+		return err
 	}
-	s.raftAddr = string(s.trans.LocalAddr())
+	if err := s.newRaftTransport(mtls); err != nil {
+		return err
+	}
 
-	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
 		return fmt.Errorf("latch: admin http on %s: %w", cfg.HTTPAddr, err)
 	}
+	s.httpLn = tls.NewListener(ln, mtls.AdminServer())
+	s.memberTLS = mtls
 	s.httpAddr = cfg.HTTPAdvertise
 	if s.httpAddr == "" {
 		s.httpAddr = s.httpLn.Addr().String()
@@ -258,6 +250,11 @@ func (s *Server) Start() error {
 		return fmt.Errorf("latch: read raft state: %w", err)
 	}
 	s.hadState = hasState
+	if len(s.cfg.Recover) > 0 {
+		if err := s.recoverCluster(); err != nil {
+			return err
+		}
+	}
 	r, err := raft.NewRaft(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("latch: start raft: %w", err)
@@ -281,7 +278,11 @@ func (s *Server) Start() error {
 	})
 	r.RegisterObserver(s.observer)
 
-	s.httpSrv = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{
+		Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second,
+		// TLS handshake failures (scanners, clients of another CA) at debug.
+		ErrorLog: slog.NewLogLogger(s.log.With("component", "admin-http").Handler(), slog.LevelDebug),
+	}
 	s.goFunc(func() {
 		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin http stopped", "err", err)
@@ -322,6 +323,29 @@ func (s *Server) BootstrapCluster(peers []Peer) error {
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("latch: bootstrap: %w", err)
 	}
+	return nil
+}
+
+// recoverCluster rewrites the raft configuration to Config.Recover before
+// raft starts: the way out of a quorum lost for good (members destroyed,
+// or voters added that never existed). The namespace keeps everything this
+// member applied; entries it holds but never saw committed are applied
+// too, as raft's recovery does.
+func (s *Server) recoverCluster() error {
+	servers := make([]raft.Server, 0, len(s.cfg.Recover))
+	for _, p := range s.cfg.Recover {
+		addr := p.RaftAddr
+		if p.ID == s.cfg.ID {
+			addr = s.raftAddr
+		}
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(addr)})
+	}
+	s.log.Warn("recovering the raft configuration: this member's view of the cluster is replaced", "peers", s.cfg.Recover)
+	err := raft.RecoverCluster(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.trans, raft.Configuration{Servers: servers})
+	if err != nil {
+		return fmt.Errorf("latch: recover: %w", err)
+	}
+	s.log.Warn("raft configuration recovered; start without --recover from now on", "applied_index", s.store.AppliedIndex())
 	return nil
 }
 

@@ -66,6 +66,19 @@ var (
 	// applied. Send it to that cell's members (a client with a cell map
 	// routes it there itself). See WrongCell.
 	ErrWrongCell = errors.New("latch: path belongs to another cell")
+
+	// Member traffic (the admin endpoint).
+
+	// ErrAdminDenied: the request needs a member certificate or an admin
+	// identity (latchd --admins) from the cluster CA, and the caller had
+	// neither. Present one (latch cert client NAME; --admins NAME).
+	ErrAdminDenied = errors.New("latch: admin request denied")
+	// ErrMemberExists: a join named the id or raft address of a live
+	// member. Remove that member first, or have an admin ask to replace it.
+	ErrMemberExists = errors.New("latch: member exists")
+	// ErrSnapshotTooSoon: a snapshot was asked for within the minimum
+	// interval of the last one; retry after it.
+	ErrSnapshotTooSoon = errors.New("latch: snapshot asked for too soon after the last one")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -134,6 +147,11 @@ const (
 
 	// Cells errors (140–144).
 	CodeWrongCell Code = 140
+
+	// Member traffic (115–119).
+	CodeAdminDenied     Code = 115
+	CodeMemberExists    Code = 116
+	CodeSnapshotTooSoon Code = 117
 )
 
 // codeTable pairs every code with the sentinel it stands for. CodeOf walks
@@ -185,6 +203,9 @@ var codeTable = []struct {
 	{CodeBadRule, namespace.ErrBadRule, "BadRule"},
 	{CodeNoSpace, ErrNoSpace, "NoSpace"},
 	{CodeInternal, ErrInternal, "Internal"},
+	{CodeAdminDenied, ErrAdminDenied, "AdminDenied"},
+	{CodeMemberExists, ErrMemberExists, "MemberExists"},
+	{CodeSnapshotTooSoon, ErrSnapshotTooSoon, "SnapshotTooSoon"},
 }
 
 // Error is an error received from (or destined for) the wire. It unwraps to

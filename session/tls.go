@@ -1,18 +1,15 @@
 package session
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"time"
 )
@@ -98,33 +95,52 @@ func Identity(state tls.ConnectionState) string {
 
 // DevCerts are the PEM files of a development PKI made by EnsureDevCerts.
 type DevCerts struct {
-	CA         string // CA certificate: the client trusts it; the server verifies clients with it
+	Dir        string
+	CA         string // CA certificate: clients and members trust it
+	CAKey      string // its key (mode 0600): Member and Client issue with it
 	ServerCert string // for 127.0.0.1, ::1 and localhost
 	ServerKey  string
-	ClientCert string // common name DevClientName
-	ClientKey  string
 }
 
-// DevClientName is the identity of the development client certificate.
-const DevClientName = "latch-dev-client"
+// DevIdentity is the identity of this OS user's development client
+// certificate: "dev-" and $USER, else the process's account. The CLI's dev
+// discovery issues it, and latchd --dev makes it the admin.
+func DevIdentity() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); name == "" && err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "dev-" + name
+}
+
+// devHosts are the SANs of every development server and member certificate.
+var devHosts = []string{"localhost", "127.0.0.1", "::1"}
 
 // devRenewBefore makes EnsureDevCerts replace certificates this close to
 // expiry instead of handing out ones that die during a run.
 const devRenewBefore = 7 * 24 * time.Hour
 
-// EnsureDevCerts makes sure dir holds a development CA (ECDSA P-256), a
-// server certificate for 127.0.0.1, ::1 and localhost, and a client
-// certificate, as ca.pem, server.pem, server-key.pem, client.pem and
-// client-key.pem (keys mode 0600). Files that exist, parse and are not near
-// expiry are reused; otherwise all are made anew. The CA key is never
-// written: a new certificate needs a new CA, which is fine for dev.
+// devLeafValidity is how long development leaves last.
+const devLeafValidity = 2 * 365 * 24 * time.Hour
+
+// EnsureDevCerts makes sure dir holds a development CA (ECDSA P-256) with
+// its key and a server certificate for 127.0.0.1, ::1 and localhost, as
+// ca.pem, ca-key.pem, server.pem and server-key.pem (keys mode 0600).
+// Files that exist, parse and are not near expiry are reused; otherwise
+// all are made anew (and member and client certificates issued earlier
+// stop verifying, so Member and Client reissue them). Whoever can read
+// ca-key.pem can mint any identity, a member's included: it is for one
+// developer's machine only.
 func EnsureDevCerts(dir string) (DevCerts, error) {
 	d := DevCerts{
+		Dir:        dir,
 		CA:         filepath.Join(dir, "ca.pem"),
+		CAKey:      filepath.Join(dir, "ca-key.pem"),
 		ServerCert: filepath.Join(dir, "server.pem"),
 		ServerKey:  filepath.Join(dir, "server-key.pem"),
-		ClientCert: filepath.Join(dir, "client.pem"),
-		ClientKey:  filepath.Join(dir, "client-key.pem"),
 	}
 	if d.usable(time.Now()) {
 		return d, nil
@@ -138,106 +154,120 @@ func EnsureDevCerts(dir string) (DevCerts, error) {
 	return d, nil
 }
 
-// usable reports whether all files exist, the pairs load, the leaves chain
-// to the CA and none is near expiry.
+// usable reports whether the CA pair and the server pair load, the server
+// certificate chains to the CA and neither is near expiry.
 func (d DevCerts) usable(now time.Time) bool {
-	pool, err := loadPool(d.CA)
+	ca, err := LoadCA(d.CA, d.CAKey)
+	if err != nil || now.Add(devRenewBefore).After(ca.Cert.NotAfter) {
+		return false
+	}
+	return leafUsable(d.ServerCert, d.ServerKey, ca.Pool(), now, func(*x509.Certificate) bool { return true })
+}
+
+// leafUsable reports whether a pair loads, chains to pool, is not near
+// expiry and passes ok.
+func leafUsable(certFile, keyFile string, pool *x509.CertPool, now time.Time, ok func(*x509.Certificate) bool) bool {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return false
 	}
-	for _, p := range [][2]string{{d.ServerCert, d.ServerKey}, {d.ClientCert, d.ClientKey}} {
-		pair, err := tls.LoadX509KeyPair(p[0], p[1])
-		if err != nil {
-			return false
-		}
-		leaf := pair.Leaf
-		if leaf == nil || now.Add(devRenewBefore).After(leaf.NotAfter) {
-			return false
-		}
-		opts := x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
-		if _, err := leaf.Verify(opts); err != nil {
-			return false
-		}
+	leaf := pair.Leaf
+	if leaf == nil || now.Add(devRenewBefore).After(leaf.NotAfter) || !ok(leaf) {
+		return false
 	}
-	return true
+	opts := x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+	_, err = leaf.Verify(opts)
+	return err == nil
 }
 
 func (d DevCerts) generate(now time.Time) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("latch dev CA", now, 10*365*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "latch dev CA", Organization: []string{"latch"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	srv, err := ca.IssueServer(devHosts, now, devLeafValidity)
 	if err != nil {
 		return err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	leaf := func(cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (cert, key []byte, err error) {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(),
-			Subject:      pkix.Name{CommonName: cn, Organization: []string{"latch"}},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(2 * 365 * 24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			DNSNames:     dns,
-			IPAddresses:  ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		kDER, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			return nil, nil, err
-		}
-		return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", kDER), nil
-	}
-	srvCert, srvKey, err := leaf("localhost", x509.ExtKeyUsageServerAuth,
-		[]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
-	if err != nil {
-		return err
-	}
-	cliCert, cliKey, err := leaf(DevClientName, x509.ExtKeyUsageClientAuth, nil, nil)
+	caKey, err := ca.KeyPEM()
 	if err != nil {
 		return err
 	}
 	// Keys first and the CA last: a crash midway leaves a set that usable
 	// rejects, so the next call starts over.
-	files := []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
-		{d.ServerKey, srvKey, 0o600},
-		{d.ClientKey, cliKey, 0o600},
-		{d.ServerCert, srvCert, 0o644},
-		{d.ClientCert, cliCert, 0o644},
-		{d.CA, pemBlock("CERTIFICATE", caDER), 0o644},
+	if err := writeFileAtomic(d.CAKey, caKey, 0o600); err != nil {
+		return err
 	}
-	for _, f := range files {
-		if err := writeFileAtomic(f.path, f.data, f.mode); err != nil {
-			return err
-		}
+	if err := srv.Write(d.ServerCert, d.ServerKey); err != nil {
+		return err
+	}
+	return writeFileAtomic(d.CA, ca.CertPEM(), 0o644)
+}
+
+// Member returns the files of member id's development certificate
+// (member-<id>.pem and member-<id>-key.pem in the dev dir, for 127.0.0.1,
+// ::1 and localhost), issuing it when missing, stale or not from this CA.
+func (d DevCerts) Member(id string) (certFile, keyFile string, err error) {
+	certFile = filepath.Join(d.Dir, "member-"+fileSafe(id)+".pem")
+	keyFile = filepath.Join(d.Dir, "member-"+fileSafe(id)+"-key.pem")
+	named := func(c *x509.Certificate) bool { got, ok := MemberID(c); return ok && got == id }
+	err = d.ensureLeaf(certFile, keyFile, named, func(ca *CA, now time.Time) (Leaf, error) {
+		return ca.IssueMember(id, devHosts, now, devLeafValidity)
+	})
+	return certFile, keyFile, err
+}
+
+// Client returns the files of a development client certificate naming
+// identity (clients/<identity>.pem and -key.pem in the dev dir), issuing
+// it when missing, stale or not from this CA. Each dev client can so have
+// an identity of its own.
+func (d DevCerts) Client(identity string) (certFile, keyFile string, err error) {
+	dir := filepath.Join(d.Dir, "clients")
+	certFile = filepath.Join(dir, fileSafe(identity)+".pem")
+	keyFile = filepath.Join(dir, fileSafe(identity)+"-key.pem")
+	named := func(c *x509.Certificate) bool { return c.Subject.CommonName == identity }
+	err = d.ensureLeaf(certFile, keyFile, named, func(ca *CA, now time.Time) (Leaf, error) {
+		return ca.IssueClient(identity, now, devLeafValidity)
+	})
+	return certFile, keyFile, err
+}
+
+func (d DevCerts) ensureLeaf(certFile, keyFile string, ok func(*x509.Certificate) bool, issue func(*CA, time.Time) (Leaf, error)) error {
+	ca, err := LoadCA(d.CA, d.CAKey)
+	if err != nil {
+		return fmt.Errorf("latch: dev certs: %w", err)
+	}
+	now := time.Now()
+	if leafUsable(certFile, keyFile, ca.Pool(), now, ok) {
+		return nil
+	}
+	leaf, err := issue(ca, now)
+	if err != nil {
+		return fmt.Errorf("latch: dev certs: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+		return fmt.Errorf("latch: dev certs: %w", err)
+	}
+	if err := leaf.Write(certFile, keyFile); err != nil {
+		return fmt.Errorf("latch: dev certs: %w", err)
 	}
 	return nil
+}
+
+// fileSafe maps a name to a file name: letters, digits, '.', '-' and '_'
+// stay, anything else becomes '_' (the certificate's own name is checked
+// on reuse, so two names sharing a file only cost a reissue).
+func fileSafe(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] == '.' {
+		return "_" + string(b)
+	}
+	return string(b)
 }
 
 func serial() *big.Int {

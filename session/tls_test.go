@@ -19,12 +19,12 @@ func TestEnsureDevCertsCreatesOnceAndReuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{d.CA, d.ServerCert, d.ServerKey, d.ClientCert, d.ClientKey} {
+	for _, f := range []string{d.CA, d.CAKey, d.ServerCert, d.ServerKey} {
 		if filepath.Dir(f) != dir {
 			t.Errorf("%s not in %s", f, dir)
 		}
 	}
-	for _, k := range []string{d.ServerKey, d.ClientKey} {
+	for _, k := range []string{d.ServerKey, d.CAKey} {
 		fi, err := os.Stat(k)
 		if err != nil {
 			t.Fatal(err)
@@ -46,9 +46,8 @@ func TestEnsureDevCertsCreatesOnceAndReuses(t *testing.T) {
 		t.Fatal("second EnsureDevCerts regenerated valid certificates")
 	}
 
-	// One file lost: the whole set is made anew (a new CA, since the old
-	// CA key was never kept).
-	if err := os.Remove(d.ClientKey); err != nil {
+	// One file lost: the whole set is made anew (a new CA).
+	if err := os.Remove(d.CAKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := EnsureDevCerts(dir); err != nil {
@@ -91,8 +90,8 @@ func TestMutualTLSIdentity(t *testing.T) {
 	s.mu.Lock()
 	srvConn := s.conns[0]
 	s.mu.Unlock()
-	if got := srvConn.Identity(); got != DevClientName {
-		t.Fatalf("server sees identity %q, want %q", got, DevClientName)
+	if got := srvConn.Identity(); got != testClientName {
+		t.Fatalf("server sees identity %q, want %q", got, testClientName)
 	}
 	if st := srvConn.ConnectionState().TLS; st.Version != tls.VersionTLS13 || st.NegotiatedProtocol != ALPN {
 		t.Fatalf("TLS version %x, ALPN %q", st.Version, st.NegotiatedProtocol)
@@ -118,7 +117,11 @@ func TestTLSRejections(t *testing.T) {
 	}
 
 	// A client that trusts another CA refuses the server.
-	wrongCA, err := ClientTLS(other.CA, other.ClientCert, other.ClientKey)
+	otherCert, otherKey, err := other.Client(testClientName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCA, err := ClientTLS(other.CA, otherCert, otherKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,7 @@ func TestTLSRejections(t *testing.T) {
 	// the client finished its handshake, so the failure may surface on the
 	// first request rather than in Dial.
 	for name, files := range map[string][2]string{
-		"foreign client cert": {other.ClientCert, other.ClientKey},
+		"foreign client cert": {otherCert, otherKey},
 		"no client cert":      {"", ""},
 	} {
 		cfg, err := ClientTLS(d.CA, files[0], files[1])
@@ -151,7 +154,7 @@ func TestTLSRejections(t *testing.T) {
 		}
 	}
 
-	if _, err := ServerTLS(d.ServerCert, d.ClientKey, ""); err == nil {
+	if _, err := ServerTLS(d.ServerCert, d.CAKey, ""); err == nil {
 		t.Error("ServerTLS with a mismatched key succeeded")
 	}
 	if _, err := ClientTLS(filepath.Join(t.TempDir(), "missing.pem"), "", ""); err == nil {

@@ -42,6 +42,9 @@ type echoServer struct {
 	conns       []*Conn
 }
 
+// testClientName is the identity of the tests' client certificate.
+const testClientName = "test-client"
+
 func devTLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
 	d, err := EnsureDevCerts(t.TempDir())
@@ -52,7 +55,11 @@ func devTLS(t testing.TB) (server, client *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err = ClientTLS(d.CA, d.ClientCert, d.ClientKey)
+	cert, key, err := d.Client(testClientName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = ClientTLS(d.CA, cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}

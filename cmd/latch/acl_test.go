@@ -12,22 +12,34 @@ import (
 )
 
 // TestACLCommand drives latch acl against a real latchd with mutual TLS
-// (so the default is deny) whose admin is the dev client certificate's
-// identity.
+// (so the default is deny) whose admin is acl-admin.
 func TestACLCommand(t *testing.T) {
 	certs, err := session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const admin = "acl-admin"
+	adminCert, adminKey, err := certs.Client(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := proc.NewNode(t, proc.Options{ID: "n1"})
-	n.Args = []string{"--bootstrap", "n1=" + n.RaftAddr, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey,
-		"--tls-client-ca", certs.CA, "--admins", session.DevClientName}
+	member, err := proc.MemberArgs(certs, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Args = append(append([]string{"--bootstrap", "n1=" + n.RaftAddr}, member...), "--tls-client-ca", certs.CA, "--admins", admin)
+	adminTLS, err := proc.AdminTLS(certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetAdminTLS(adminTLS)
 	n.Start(t)
 	n.WaitReady(t)
 	t.Setenv("LATCH_ENDPOINTS", n.ClientAddr)
 	t.Setenv("LATCH_CA", certs.CA)
-	t.Setenv("LATCH_CERT", certs.ClientCert)
-	t.Setenv("LATCH_KEY", certs.ClientKey)
+	t.Setenv("LATCH_CERT", adminCert)
+	t.Setenv("LATCH_KEY", adminKey)
 
 	type listing struct {
 		Enforced bool   `json:"enforced"`
@@ -61,7 +73,7 @@ func TestACLCommand(t *testing.T) {
 			break
 		}
 	}
-	if !l.Enforced || l.Default != "none" || len(l.Rules) != 1 || l.Rules[0].Identity != session.DevClientName ||
+	if !l.Enforced || l.Default != "none" || len(l.Rules) != 1 || l.Rules[0].Identity != admin ||
 		l.Rules[0].Prefix != "/" || l.Rules[0].Rights != "rwcda" {
 		t.Fatalf("bootstrapped rules: %+v", l)
 	}
@@ -82,11 +94,11 @@ func TestACLCommand(t *testing.T) {
 	}
 
 	for _, bad := range [][]string{
-		{"acl", "set", "alice", "jobs", "rw"},     // relative prefix
-		{"acl", "set", "alice", "/jobs", "rwx"},   // unknown right
-		{"acl", "rm", "nobody", "/nothing"},       // no such rule
-		{"acl", "rm", session.DevClientName, "/"}, // the last admin of /
-		{"acl", "frobnicate"},                     // no such subcommand
+		{"acl", "set", "alice", "jobs", "rw"},   // relative prefix
+		{"acl", "set", "alice", "/jobs", "rwx"}, // unknown right
+		{"acl", "rm", "nobody", "/nothing"},     // no such rule
+		{"acl", "rm", admin, "/"},               // the last admin of /
+		{"acl", "frobnicate"},                   // no such subcommand
 	} {
 		if code, _, errOut := runCLI(bad...); code == 0 || errOut == "" {
 			t.Errorf("latch %v: exit %d, stderr %q; want a failure that says why", bad, code, errOut)

@@ -5,13 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 
-	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 // adminTLS is the TLS config of admin HTTPS calls: the same CA and client
-// certificate as the QUIC connection (--ca, --cert, --key, else the dev
-// certificates), without the QUIC ALPN.
+// certificate as the QUIC connection (--ca, --cert, --key, else dev
+// discovery), without the QUIC ALPN. The admin endpoint serves the
+// members' certificates: --ca must be the cluster CA.
 func (g *globals) adminTLS() (*tls.Config, error) {
 	cfg, err := g.config()
 	if err != nil {
@@ -19,9 +20,7 @@ func (g *globals) adminTLS() (*tls.Config, error) {
 	}
 	conf := cfg.TLS
 	if conf == nil {
-		if conf, err = client.DevTLS(client.DevTLSDir); err != nil {
-			return nil, err
-		}
+		return session.AdminTLS("", "", "")
 	}
 	conf = conf.Clone()
 	conf.NextProtos = nil

@@ -9,7 +9,9 @@
 //	latch --endpoints 10.0.0.1:7420,10.0.0.2:7420 status
 //
 // Run next to `latchd --dev` it needs no flags: it connects to
-// 127.0.0.1:7420 and trusts the CA in ./latch-data/tls. Errors print one
+// 127.0.0.1:7420, trusts the CA in ./latch-data/tls and presents a client
+// certificate of its own (identity dev-<OS user>, issued with that dev
+// CA); see dev.go. Errors print one
 // line naming the error (`latch: no node: /x`) and exit with status 1.
 //
 // Decisions:
@@ -86,7 +88,7 @@ func defaultGlobals() globals {
 // set).
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated client addresses (host:port) of cluster members; any member will do")
-	fs.StringVar(&g.ca, "ca", g.ca, "CA certificate (PEM) that signed the servers' certificates\n(default: ./"+client.DevTLSDir+"/ca.pem when present, else the system roots)")
+	fs.StringVar(&g.ca, "ca", g.ca, "CA certificate (PEM) that signed the servers' certificates\n(default: dev discovery: ./"+devTLSDir+"/ca.pem and a dev client certificate of\nits own when present, else the system roots)")
 	fs.StringVar(&g.cert, "cert", g.cert, "client certificate (PEM) for mutual TLS")
 	fs.StringVar(&g.key, "key", g.key, "private key (PEM) of --cert")
 	fs.DurationVar(&g.sessionTTL, "session-ttl", g.sessionTTL, "TTL of the command's session (ephemeral nodes live as long as it)")
@@ -120,6 +122,12 @@ func (g *globals) config() (client.Config, error) {
 	}
 	if g.ca != "" || g.cert != "" {
 		tlsConf, err := session.ClientTLS(g.ca, g.cert, g.key)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.TLS = tlsConf
+	} else {
+		tlsConf, err := devTLS(devTLSDir)
 		if err != nil {
 			return cfg, err
 		}
@@ -205,7 +213,7 @@ func (g *globals) hint(err error) error {
 	case errors.Is(err, client.ErrUntrusted):
 		ca := g.ca
 		if ca == "" {
-			ca = filepath.Join(client.DevTLSDir, "ca.pem")
+			ca = filepath.Join(devTLSDir, "ca.pem")
 			if _, serr := os.Stat(ca); serr != nil {
 				return fmt.Errorf("%w; hint: no --ca given and no %s here, so only the system's CAs were trusted: pass --ca FILE, the CA that signed the servers' certificates", err, ca)
 			}

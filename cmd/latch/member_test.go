@@ -23,6 +23,12 @@ func TestMemberLifecycle(t *testing.T) {
 	}
 	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
 	t.Setenv("LATCH_CA", c.Certs.CA)
+	adminCert, adminKey, err := c.Certs.Client(proc.AdminName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LATCH_CERT", adminCert)
+	t.Setenv("LATCH_KEY", adminKey)
 	waitMembersPublished(t, 3)
 
 	members := func(args ...string) (adminapi.MembersReply, string) {
@@ -46,8 +52,16 @@ func TestMemberLifecycle(t *testing.T) {
 		return "absent"
 	}
 
-	n4 := proc.NewNode(t, proc.Options{ID: "n4", Args: []string{"--join", leader.HTTPAddr,
-		"--tls-cert", c.Certs.ServerCert, "--tls-key", c.Certs.ServerKey}})
+	n4args, err := proc.MemberArgs(c.Certs, "n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4 := proc.NewNode(t, proc.Options{ID: "n4", Args: append([]string{"--join", leader.HTTPAddr}, n4args...)})
+	admin, err := proc.AdminTLS(c.Certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4.SetAdminTLS(admin)
 	r, warn := members("add", "--learner", "n4", n4.RaftAddr)
 	if role(r, "n4") != "learner" || warn != "" {
 		t.Fatalf("after add --learner: n4 is %s, warning %q", role(r, "n4"), warn)
@@ -99,7 +113,7 @@ func TestMemberLifecycle(t *testing.T) {
 	if role(r, gone.ID) != "absent" || warn != "" || len(r.Members) != 3 {
 		t.Fatalf("after remove %s: %+v, warning %q", gone.ID, r.Members, warn)
 	}
-	code, err := gone.WaitExit(proc.WaitTimeout)
+	code, err = gone.WaitExit(proc.WaitTimeout)
 	if err != nil {
 		t.Fatalf("removed member %s still runs: %v\n%s", gone.ID, err, gone.Logs())
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/session"
 )
 
 // TestREADMEFlow builds latchd and latch, runs `latchd --dev` in a temp
@@ -49,7 +51,7 @@ func TestREADMEFlow(t *testing.T) {
 			t.Logf("latchd output:\n%s", daemonLog.String())
 		}
 	})
-	waitReady(t, httpAddr, exited)
+	waitReady(t, httpAddr, filepath.Join(work, "latch-data", "tls", "ca.pem"), exited)
 
 	latch := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -215,20 +217,23 @@ func freeUDP(t *testing.T) string {
 	return c.LocalAddr().String()
 }
 
-// waitReady polls latchd's /readyz until it answers 200, the daemon exits,
-// or the deadline passes.
-func waitReady(t *testing.T, httpAddr string, exited <-chan error) {
+// waitReady polls latchd's /readyz (HTTPS, trusting caFile once it
+// exists) until it answers 200, the daemon exits, or the deadline passes.
+func waitReady(t *testing.T, httpAddr, caFile string, exited <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+httpAddr+"/readyz", nil)
+		if conf, err := session.AdminTLS(caFile, "", ""); err == nil {
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf, DisableKeepAlives: true}}
+			if resp, err := hc.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
 			}
 		}
 		select {

@@ -183,6 +183,13 @@ func useCluster(t *testing.T, c *proc.Cluster) {
 	}
 	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
 	t.Setenv("LATCH_CA", c.Certs.CA)
+	// Backups and restores need an admin identity.
+	cert, key, err := c.Certs.Client(proc.AdminName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LATCH_CERT", cert)
+	t.Setenv("LATCH_KEY", key)
 }
 
 func dialProc(t *testing.T, c *proc.Cluster) *client.Client {

@@ -2,8 +2,10 @@
 //
 //	latchd --dev                                  # single member, data in ./latch-data
 //	latchd --id n1 --data-dir /var/lib/latch --bootstrap n1=10.0.0.1:7421,n2=10.0.0.2:7421,n3=10.0.0.3:7421 \
-//	       --raft-addr 10.0.0.1:7421 --client-addr 10.0.0.1:7420 --http-addr 10.0.0.1:7422
+//	       --raft-addr 10.0.0.1:7421 --client-addr 10.0.0.1:7420 --http-addr 10.0.0.1:7422 \
+//	       --cluster-ca ca.pem --member-cert n1.pem --member-key n1-key.pem --admins ops
 //	latchd --id n4 --data-dir /var/lib/latch --join 10.0.0.1:7422 ...
+//	latchd --id n1 ... --recover n1=10.0.0.1:7421     # once, after losing quorum for good
 //
 // --config FILE reads a JSON object whose keys are flag names
 // ({"id": "n1", "bootstrap": "n1=...,n2=...", "dev": false}); flags given
@@ -61,6 +63,8 @@ type options struct {
 	logLevel, logFormat               string
 	faultInjection                    bool
 	tlsCert, tlsKey, tlsClientCA      string
+	clusterCA, memberCert, memberKey  string
+	recover                           string
 	lockDelay, maxLockDelay           time.Duration
 	hashCheckInterval                 time.Duration
 	minFreeMiB                        int64
@@ -89,7 +93,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "raft address other members dial (default: the bound --raft-addr)")
 	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "admin address other members use (default: the bound --http-addr)")
 	fs.StringVar(&o.bootstrap, "bootstrap", "", "initial members as id=raftaddr,... (the same list on every founding member)")
-	fs.StringVar(&o.join, "join", "", "admin HTTP address (host:port or http://host:port) of any member of a cluster to join")
+	fs.StringVar(&o.join, "join", "", "admin address (host:port or https://host:port) of any member of the cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "run a single-member cluster on loopback with data in ./"+DevDataDir)
 	fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", def.HeartbeatTimeout, "raft heartbeat timeout: a follower that hears nothing from the leader for this long (1-3x) starts an election")
 	fs.DurationVar(&o.electionTimeout, "election-timeout", def.ElectionTimeout, "raft election timeout: how long a candidate waits for votes (at least --heartbeat-timeout)")
@@ -103,6 +107,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client listener certificate (PEM); required unless --dev, which makes a dev PKI in <data-dir>/tls")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
+	fs.StringVar(&o.clusterCA, "cluster-ca", "", "CA (PEM) of the cluster: raft peers must present a member certificate it signed; admin clients a certificate it signed (required unless --dev)")
+	fs.StringVar(&o.memberCert, "member-cert", "", "this member's certificate (PEM, `latch cert member`): raft mutual TLS, admin HTTPS, and the client listener unless --tls-cert (required unless --dev)")
+	fs.StringVar(&o.memberKey, "member-key", "", "private key (PEM) of --member-cert")
+	fs.StringVar(&o.recover, "recover", "", "after losing quorum for good: rewrite the raft configuration to these survivors (id=raftaddr,...) before starting; run once on each survivor, then restart without it")
 	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
 	fs.Int64Var(&o.minFreeMiB, "min-free-mib", def.MinFreeSpace>>20,
@@ -123,7 +131,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
 		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
 	fs.StringVar(&o.cell, "cell", "", "serve one cell of a larger namespace: only /NAME and the paths below it (others are refused with WrongCell, naming their cell); the first leader creates /NAME. Default: no cell, every path")
-	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate), made admins of / by the first leader when the cluster has no ACL rules (--dev: "+session.DevClientName+")")
+	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate): admins on the admin endpoint (membership, snapshots, backups; never \"\" there), and made admins of / by the first leader when the cluster has no ACL rules (--dev: dev-$USER, the CLI's dev identity)")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
 	fs.IntVar(&o.maxSessions, "max-sessions", def.MaxSessions, "open sessions in the whole cluster")
 	fs.IntVar(&o.maxSessionsPerID, "max-sessions-per-identity", def.MaxSessionsPerIdentity, "open sessions of one client identity")
@@ -253,7 +261,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func parseBootstrap(s string) ([]server.Peer, error) {
+func parsePeers(flag, s string) ([]server.Peer, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -261,7 +269,7 @@ func parseBootstrap(s string) ([]server.Peer, error) {
 	for _, part := range strings.Split(s, ",") {
 		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("%w: --bootstrap: %q is not id=raftaddr", errUsage, part)
+			return nil, fmt.Errorf("%w: %s: %q is not id=raftaddr", errUsage, flag, part)
 		}
 		peers = append(peers, server.Peer{ID: id, RaftAddr: addr})
 	}
@@ -297,7 +305,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.ClientAddr, cfg.RaftAddr, cfg.HTTPAddr, cfg.APIAddr = o.clientAddr, o.raftAddr, o.httpAddr, o.apiAddr
 	cfg.RaftAdvertise, cfg.HTTPAdvertise = o.raftAdvertise, o.httpAdvertise
 	cfg.Join = o.join
-	peers, err := parseBootstrap(o.bootstrap)
+	peers, err := parsePeers("--bootstrap", o.bootstrap)
 	if err != nil {
 		return cfg, err
 	}
@@ -326,12 +334,16 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 		return cfg, err
 	}
 	if o.dev && len(cfg.Admins) == 0 {
-		cfg.Admins = []string{session.DevClientName} // the CLI's dev certificate
+		cfg.Admins = []string{session.DevIdentity()} // the CLI's dev certificate for this OS user
 	}
 	cfg.ACLDefault = o.aclDefault
 	cfg.Cell = o.cell
 	cfg.MaxSessions, cfg.MaxSessionsPerIdentity = o.maxSessions, o.maxSessionsPerID
 	cfg.MaxAnonymousSessions, cfg.MaxWatchesPerIdentity = o.maxAnonSessions, o.maxWatchesPerID
+	cfg.ClusterCA, cfg.MemberCert, cfg.MemberKey = o.clusterCA, o.memberCert, o.memberKey
+	if cfg.Recover, err = parsePeers("--recover", o.recover); err != nil {
+		return cfg, err
+	}
 	cfg.Logger = logger
 	return cfg, cfg.Validate()
 }

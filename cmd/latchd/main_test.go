@@ -116,12 +116,14 @@ func TestFlags(t *testing.T) {
 			cfg.LeaderLeaseTimeout, cfg.CommitTimeout, def.HeartbeatTimeout, def.ElectionTimeout, def.LeaderLeaseTimeout, def.CommitTimeout)
 	}
 	cfg, err = parse(t, "--id", "n1", "--data-dir", "/d", "--bootstrap", "n1=10.0.0.1:7421, n2=10.0.0.2:7421",
-		"--heartbeat-timeout", "200ms", "--election-timeout", "300ms", "--tls-cert", "/c.pem", "--tls-key", "/k.pem")
+		"--heartbeat-timeout", "200ms", "--election-timeout", "300ms", "--cluster-ca", "/ca.pem",
+		"--member-cert", "/m.pem", "--member-key", "/mk.pem", "--admins", "ops, alice", "--recover", "n1=10.0.0.1:7421")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Bootstrap) != 2 || cfg.Bootstrap[1] != (server.Peer{ID: "n2", RaftAddr: "10.0.0.2:7421"}) ||
-		cfg.LeaderLeaseTimeout != 200*time.Millisecond {
+		cfg.LeaderLeaseTimeout != 200*time.Millisecond || cfg.ClusterCA != "/ca.pem" || cfg.MemberCert != "/m.pem" ||
+		cfg.MemberKey != "/mk.pem" || len(cfg.Admins) != 2 || cfg.Admins[1] != "alice" || len(cfg.Recover) != 1 {
 		t.Fatalf("config = %+v", cfg)
 	}
 	for _, bad := range [][]string{
@@ -131,6 +133,8 @@ func TestFlags(t *testing.T) {
 		{"--dev", "--join", "127.0.0.1:7422"},
 		{"--dev", "--heartbeat-timeout", "100ms", "--leader-lease-timeout", "200ms"},
 		{"--dev", "--heartbeat-timeout", "100ms", "--election-timeout", "50ms"},
+		{"--id", "n1", "--data-dir", "/d", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"}, // no member certificate
+		{"--dev", "--recover", "n1"},
 	} {
 		if _, err := parse(t, bad...); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -166,7 +170,7 @@ func TestConfigFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "latchd.json")
 	os.WriteFile(path, []byte(`{"id": "n1", "data-dir": "/from-file", "bootstrap": ["n1=10.0.0.1:7421", "n2=10.0.0.2:7421"],
 		"http-addr": "10.0.0.1:7422", "snapshot-threshold": 100}`), 0o600)
-	cfg, err := parse(t, "--config", path, "--data-dir", "/from-flag", "--tls-cert", "/c.pem", "--tls-key", "/k.pem")
+	cfg, err := parse(t, "--config", path, "--data-dir", "/from-flag", "--cluster-ca", "/ca.pem", "--member-cert", "/c.pem", "--member-key", "/k.pem")
 	if err != nil {
 		t.Fatal(err)
 	}

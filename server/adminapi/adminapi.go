@@ -55,8 +55,12 @@ type Reply struct {
 	OK    bool   `json:"ok,omitempty"`
 	Error string `json:"error,omitempty"`
 	// Code is machine-readable: not_leader, no_leader, no_member,
-	// bad_request, ...
-	Code     string `json:"code,omitempty"`
+	// bad_request, ..., or the name of a wire error (AdminDenied,
+	// MemberExists, SnapshotTooSoon) whose number is WireCode.
+	Code string `json:"code,omitempty"`
+	// WireCode is the session.Code of a wire error, so a Go caller can
+	// give the error its identity back (session.Code(WireCode).Err).
+	WireCode uint16 `json:"wire_code,omitempty"`
 	LeaderID string `json:"leader_id,omitempty"`
 	// LeaderHTTP is the leader's admin address; a redirect also names it
 	// in Location.

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// DefaultScheme is the scheme of an admin address given as host:port.
-const DefaultScheme = "http"
+// DefaultScheme is the scheme of an admin address given as host:port: the
+// admin endpoint speaks only HTTPS.
+const DefaultScheme = "https"
 
 // Client calls members' admin endpoints: the latch CLI (member, snapshot,
 // status), chaos and bench. It follows a follower's 307 to the leader,
@@ -64,8 +65,8 @@ func BaseURL(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("latch: admin address %q: %v", addr, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("latch: admin address %q: scheme must be http or https", addr)
+	if u.Scheme != "https" {
+		return "", fmt.Errorf("latch: admin address %q: scheme must be https (the admin endpoint speaks only HTTPS)", addr)
 	}
 	if u.Host == "" || u.Port() == "" {
 		return "", fmt.Errorf("latch: admin address %q: needs host:port", addr)

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,9 +13,35 @@ import (
 // Cluster is a set of latchd processes bootstrapped together.
 type Cluster struct {
 	Nodes []*Node
-	// Certs is the development PKI of the members' client listeners: a
-	// client trusts Certs.CA.
+	// Certs is the cluster's PKI: members' certificates, the client
+	// listeners' server certificate, and AdminName's client certificate.
+	// A client trusts Certs.CA; Certs.Client issues client identities.
 	Certs session.DevCerts
+}
+
+// AdminName is the admin identity (--admins) of the clusters this package
+// starts; AdminTLS presents its certificate.
+const AdminName = "proc-admin"
+
+// MemberArgs are the latchd flags that make id a member of the cluster on
+// certs: its member certificate, the cluster CA, AdminName as admin, and
+// the PKI's server certificate for the client listener.
+func MemberArgs(certs session.DevCerts, id string) ([]string, error) {
+	cert, key, err := certs.Member(id)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--cluster-ca", certs.CA, "--member-cert", cert, "--member-key", key, "--admins", AdminName,
+		"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, nil
+}
+
+// AdminTLS is the TLS config of AdminName on certs, for admin endpoints.
+func AdminTLS(certs session.DevCerts) (*tls.Config, error) {
+	cert, key, err := certs.Client(AdminName)
+	if err != nil {
+		return nil, err
+	}
+	return session.AdminTLS(certs.CA, cert, key)
 }
 
 // StartCluster starts n members n1..nn with --bootstrap naming all of them
@@ -39,9 +66,17 @@ func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 		c.Nodes = append(c.Nodes, nd)
 		peers = append(peers, nd.ID+"="+nd.RaftAddr)
 	}
+	admin, err := AdminTLS(c.Certs)
+	if err != nil {
+		t.Fatalf("proc: %v", err)
+	}
 	for i, nd := range c.Nodes {
-		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
-			"--tls-cert", c.Certs.ServerCert, "--tls-key", c.Certs.ServerKey}, args(i)...)
+		member, err := MemberArgs(c.Certs, nd.ID)
+		if err != nil {
+			t.Fatalf("proc: %v", err)
+		}
+		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), args(i)...)
+		nd.SetAdminTLS(admin)
 		nd.Start(t)
 	}
 	for _, nd := range c.Nodes {

@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/session"
 )
 
 // WaitTimeout bounds every wait of this package.
@@ -46,6 +49,9 @@ type Node struct {
 	// paused is set between Pause and Resume: a stopped process accepts
 	// connections but never answers, so waits skip it.
 	paused bool
+	// admin calls the admin endpoint (SetAdminTLS); nil: trust the dev CA
+	// in <DataDir>/tls, present no certificate.
+	admin *adminapi.Client
 }
 
 // FreeAddrs returns n loopback addresses free for TCP and UDP a moment ago.
@@ -91,6 +97,11 @@ func NewNode(t TB, opts Options) *Node {
 		if t.Failed() {
 			t.Logf("proc: last log lines of %s:\n%s", n.ID, tail(n.Logs(), 40))
 		}
+		n.mu.Lock()
+		if n.admin != nil {
+			n.admin.CloseIdleConnections()
+		}
+		n.mu.Unlock()
 	})
 	return n
 }
@@ -269,11 +280,58 @@ func tail(s string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
-var httpClient = &http.Client{Timeout: 2 * time.Second}
+// adminTimeout bounds one admin request of the harness.
+const adminTimeout = 2 * time.Second
 
-// Get fetches path from the member's admin endpoint.
+// SetAdminTLS makes the harness call the member's admin endpoint with
+// conf (AdminTLS: the cluster's admin). Without it a member started with
+// --dev is trusted by the CA in its <DataDir>/tls.
+func (n *Node) SetAdminTLS(conf *tls.Config) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.admin != nil {
+		n.admin.CloseIdleConnections()
+	}
+	n.admin = adminapi.NewClient(conf, adminTimeout)
+}
+
+// Admin returns the member's admin endpoint client (see SetAdminTLS).
+// Without SetAdminTLS it is a new client trusting the dev CA (which a
+// restart may make anew): close its idle connections when done.
+func (n *Node) Admin() (*adminapi.Client, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.admin != nil {
+		return n.admin, nil
+	}
+	conf, err := session.AdminTLS(filepath.Join(n.DataDir, "tls", "ca.pem"), "", "")
+	if err != nil {
+		return nil, err
+	}
+	return adminapi.NewClient(conf, adminTimeout), nil
+}
+
+// Get fetches path from the member's admin endpoint: the status code and
+// body (an error answer's message).
 func (n *Node) Get(path string) (int, string, error) {
-	resp, err := httpClient.Get("http://" + n.HTTPAddr + path)
+	a, err := n.Admin()
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() {
+		n.mu.Lock()
+		if a != n.admin {
+			a.CloseIdleConnections()
+		}
+		n.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	resp, err := a.Open(ctx, http.MethodGet, n.HTTPAddr, path, nil)
+	var re *adminapi.ReplyError
+	if errors.As(err, &re) {
+		return re.Status, re.Reply.Error, nil
+	}
 	if err != nil {
 		return 0, "", err
 	}

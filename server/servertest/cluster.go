@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/session"
 )
 
@@ -57,20 +59,27 @@ const (
 	WaitTimeout = 20 * time.Second
 )
 
+// AdminName is the identity of the test clusters' admin (Config.Admins);
+// AdminTLS presents its certificate.
+const AdminName = "servertest-admin"
+
 // Config returns a test member's configuration before Options.Configure:
 // free ports on 127.0.0.1 for raft, HTTP and clients (QUIC), data in dir,
-// a development PKI in dir/tls for the client listener, test timings.
-func Config(id, dir string, logger *slog.Logger) server.Config {
+// a member certificate of the PKI certs (made by session.EnsureDevCerts;
+// its server certificate for the client listener), AdminName as the admin,
+// test timings.
+func Config(id, dir string, certs session.DevCerts, logger *slog.Logger) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.ID = id
 	cfg.DataDir = dir
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.ClientAddr = "127.0.0.1:0"
-	// On failure TLSCert stays empty and server.New says so.
-	if certs, err := session.EnsureDevCerts(filepath.Join(dir, "tls")); err == nil {
-		cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
-	}
+	cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
+	cfg.ClusterCA = certs.CA
+	// On failure MemberCert stays empty and server.New says so.
+	cfg.MemberCert, cfg.MemberKey, _ = certs.Member(id)
+	cfg.Admins = []string{AdminName}
 	cfg.HeartbeatTimeout = HeartbeatTimeout
 	cfg.ElectionTimeout = ElectionTimeout
 	cfg.LeaderLeaseTimeout = LeaderLeaseTimeout
@@ -122,8 +131,7 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 	var peers []server.Peer
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("n%d", i+1)
-		cfg := Config(id, filepath.Join(root, id), c.opts.Logger)
-		cfg.TLSCert, cfg.TLSKey = c.certs.ServerCert, c.certs.ServerKey
+		cfg := Config(id, filepath.Join(root, id), c.certs, c.opts.Logger)
 		if c.opts.Configure != nil {
 			c.opts.Configure(i, &cfg)
 		}
@@ -149,9 +157,42 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 	return c
 }
 
-// Certs returns the development PKI of the members' client listeners
-// (unless Options.Configure replaced it): a client trusts Certs().CA.
+// Certs returns the cluster's PKI (unless Options.Configure replaced it):
+// a client trusts Certs().CA; Certs().Member and Certs().Client issue
+// further certificates.
 func (c *Cluster) Certs() session.DevCerts { return c.certs }
+
+// Config returns the configuration of a new member id in dir on this
+// cluster's PKI (for joins), before Options.Configure.
+func (c *Cluster) Config(id, dir string) server.Config {
+	return Config(id, dir, c.certs, c.opts.Logger)
+}
+
+// AdminTLS is a TLS config for the members' admin endpoints presenting
+// the certificate of identity (AdminName is the admin; "" presents none).
+func (c *Cluster) AdminTLS(identity string) *tls.Config {
+	c.t.Helper()
+	cert, key := "", ""
+	if identity != "" {
+		var err error
+		if cert, key, err = c.certs.Client(identity); err != nil {
+			c.t.Fatalf("servertest: %v", err)
+		}
+	}
+	conf, err := session.AdminTLS(c.certs.CA, cert, key)
+	if err != nil {
+		c.t.Fatalf("servertest: %v", err)
+	}
+	return conf
+}
+
+// Admin returns an admin endpoint client acting as identity (AdminName is
+// the admin; "" presents no certificate), closed with the cluster's test.
+func (c *Cluster) Admin(identity string) *adminapi.Client {
+	a := adminapi.NewClient(c.AdminTLS(identity), 10*time.Second)
+	c.t.Cleanup(a.CloseIdleConnections)
+	return a
+}
 
 // N returns the number of members, running or stopped.
 func (c *Cluster) N() int { return len(c.nodes) }

@@ -47,7 +47,7 @@ func (r *runner) leaderCPU() func(ops int) *float64 {
 		r.logf("leader CPU not measured: %v", err)
 		return nil
 	}
-	sc := newScraper(addr, r.cfg.OpTimeout)
+	sc := newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS)
 	st0, err0 := sc.status(ctx)
 	before, err1 := sc.sample(ctx)
 	if err0 != nil || err1 != nil || st0.ID != id {

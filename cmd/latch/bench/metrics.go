@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,18 +36,24 @@ type sample struct {
 	liveHeap float64
 }
 
-// scraper reads one member's /metrics over plain HTTP (the admin
-// endpoint has no TLS). It keeps no idle connection, so nothing outlives
-// the run.
+// scraper reads one member's /metrics and /v1/status over HTTPS (the
+// admin endpoint), trusting the roots of the run's client TLS config (the
+// cluster CA when the client listeners share it). It keeps no idle
+// connection, so nothing outlives the run.
 type scraper struct {
 	addr string
 	hc   *http.Client
 }
 
-func newScraper(addr string, timeout time.Duration) *scraper {
+func newScraper(addr string, timeout time.Duration, clientTLS *tls.Config) *scraper {
+	var conf *tls.Config
+	if clientTLS != nil {
+		conf = clientTLS.Clone()
+		conf.NextProtos = nil // the client's is QUIC's ALPN
+	}
 	return &scraper{addr: addr, hc: &http.Client{
 		Timeout:   timeout,
-		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, TLSClientConfig: conf},
 	}}
 }
 
@@ -90,7 +97,7 @@ func (s *scraper) status(ctx context.Context) (adminStatus, error) {
 }
 
 func (s *scraper) get(ctx context.Context, path string, read func(io.Reader) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+s.addr+path, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMetrics, err)
 	}

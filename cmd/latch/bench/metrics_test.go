@@ -83,14 +83,14 @@ func TestScraperSample(t *testing.T) {
 			"go_memstats_next_gc_bytes 3000\ngo_gc_gogc_percent -1\n", sample{cpuSeconds: 1, rss: 2}, nil},
 		{"no process collector", "go_goroutines 5\n", sample{}, ErrMetrics},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/metrics" {
 				http.NotFound(w, r)
 				return
 			}
 			io.WriteString(w, tc.body)
 		}))
-		got, err := newScraper(strings.TrimPrefix(srv.URL, "http://"), 5*time.Second).sample(context.Background())
+		got, err := newScraper(strings.TrimPrefix(srv.URL, "https://"), 5*time.Second, srv.Client().Transport.(*http.Transport).TLSClientConfig).sample(context.Background())
 		srv.Close()
 		if got != tc.want || !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 			t.Errorf("%s: %+v, %v; want %+v, %v", tc.name, got, err, tc.want, tc.err)
@@ -99,7 +99,7 @@ func TestScraperSample(t *testing.T) {
 }
 
 func TestScraperStatus(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {
 			http.Error(w, "no", http.StatusServiceUnavailable)
 			return
@@ -107,7 +107,7 @@ func TestScraperStatus(t *testing.T) {
 		io.WriteString(w, `{"id":"n2","state":"Leader","ready":true,"term":7,"members":[]}`)
 	}))
 	defer srv.Close()
-	sc := newScraper(strings.TrimPrefix(srv.URL, "http://"), 5*time.Second)
+	sc := newScraper(strings.TrimPrefix(srv.URL, "https://"), 5*time.Second, srv.Client().Transport.(*http.Transport).TLSClientConfig)
 	st, err := sc.status(context.Background())
 	if err != nil || st != (adminStatus{ID: "n2", State: "Leader", Term: 7}) {
 		t.Errorf("status %+v, %v", st, err)

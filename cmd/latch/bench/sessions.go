@@ -45,7 +45,7 @@ func (r *runner) sessions(rep *Report) error {
 			}
 		}
 	}
-	sc := newScraper(admin, cfg.OpTimeout)
+	sc := newScraper(admin, cfg.OpTimeout, cfg.Client.TLS)
 	ctx, cancel := r.opCtx()
 	defer cancel()
 	st0, err := sc.status(ctx)

@@ -1,12 +1,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,7 +27,8 @@ const electionTimeout = 100 * time.Millisecond
 // leader again after a fault healed.
 const recoverTimeout = 30 * time.Second
 
-var adminHTTP = &http.Client{Timeout: 2 * time.Second}
+// storeHTTP reaches the fencedstore.
+var storeHTTP = &http.Client{Timeout: 2 * time.Second}
 
 // cluster is a run's latchd members: real processes on loopback, each with
 // its own data dir under Out/members, bootstrapped together with
@@ -58,9 +56,17 @@ func startCluster(n int, bin, dir string, certs session.DevCerts, extra ...strin
 		c.nodes = append(c.nodes, nd)
 		peers = append(peers, id+"="+nd.RaftAddr)
 	}
+	admin, err := proc.AdminTLS(certs)
+	if err != nil {
+		return nil, err
+	}
 	for _, nd := range c.nodes {
-		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","), "--fault-injection",
-			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, extra...)
+		member, err := proc.MemberArgs(certs, nd.ID)
+		if err != nil {
+			return nil, err
+		}
+		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ","), "--fault-injection"}, member...), extra...)
+		nd.SetAdminTLS(admin)
 		if err := nd.Launch(); err != nil {
 			c.stop()
 			return nil, err
@@ -89,16 +95,17 @@ func (c *cluster) endpoints() []string {
 }
 
 func status(nd *proc.Node) (adminapi.Status, error) {
-	var st adminapi.Status
-	resp, err := adminHTTP.Get("http://" + nd.HTTPAddr + "/v1/status")
+	a, err := nd.Admin()
 	if err != nil {
-		return st, err
+		return adminapi.Status{}, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s /v1/status: %s", nd.ID, resp.Status)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := a.Status(ctx, nd.HTTPAddr)
+	if err != nil {
+		return st, fmt.Errorf("%s /v1/status: %w", nd.ID, err)
 	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	return st, nil
 }
 
 // leader returns the index of the ready leader that every running,
@@ -164,15 +171,14 @@ func (c *cluster) setBlocked(i int, to []int) error {
 	for _, j := range to {
 		addrs = append(addrs, c.nodes[j].RaftAddr)
 	}
-	body, _ := json.Marshal(map[string][]string{"block": addrs})
-	resp, err := adminHTTP.Post("http://"+c.nodes[i].HTTPAddr+"/v1/faults", "application/json", bytes.NewReader(body))
+	a, err := c.nodes[i].Admin()
 	if err != nil {
-		return fmt.Errorf("%s /v1/faults: %w", c.nodes[i].ID, err)
+		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s /v1/faults: %s %s", c.nodes[i].ID, resp.Status, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.Do(ctx, http.MethodPost, c.nodes[i].HTTPAddr, "/v1/faults", map[string][]string{"block": addrs}, nil); err != nil {
+		return fmt.Errorf("%s /v1/faults: %w", c.nodes[i].ID, err)
 	}
 	return nil
 }
@@ -285,7 +291,7 @@ func startStore(bin, dir string, ignoreTokens bool) (*storeProc, error) {
 		b, err := os.ReadFile(addrFile)
 		if err == nil && len(b) > 0 {
 			s.addr = string(b)
-			if resp, err := adminHTTP.Get("http://" + s.addr + "/healthz"); err == nil {
+			if resp, err := storeHTTP.Get("http://" + s.addr + "/healthz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					return s, nil

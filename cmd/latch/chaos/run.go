@@ -128,13 +128,18 @@ func (r *run) setup(ctx context.Context) error {
 	admin := `""` // rogue-admin: every client without a certificate is an admin
 	var cert, key string
 	if cfg.MutualTLS {
-		// Every client presents the dev client certificate (one identity,
-		// no admin): rules cannot tell the workers apart, ownership does.
+		// Every client presents one client certificate (one identity, no
+		// admin): rules cannot tell the workers apart, ownership does.
+		const worker = "chaos-worker"
 		extra = []string{"--tls-client-ca", certs.CA, "--acl-default", "allow"}
-		admin, cert, key = session.DevClientName, certs.ClientCert, certs.ClientKey
+		admin = worker
+		if cert, key, err = certs.Client(worker); err != nil {
+			return err
+		}
 	}
 	if cfg.InjectBug == BugRogueAdmin {
-		extra = append(extra, "--admins", admin)
+		// The harness's admin (fault injection) stays one.
+		extra = append(extra, "--admins", admin+","+proc.AdminName)
 	}
 	if cfg.Cells == 2 {
 		extra = append(extra, "--cell", CellChaos)

@@ -8,10 +8,11 @@
 #   sh cmd/latch/bench/testdata/cluster.sh stop DIR    # kills the members, removes DIR
 #
 # Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
-# HTTP 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in
-# DIR/nX.log. BIN=PATH takes latchd and latch from PATH instead of building
-# them (to compare an old build with a new one in one session); FLAGS="..."
-# adds latchd flags to every member (e.g. raft timeouts).
+# HTTPS 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in
+# DIR/nX.log. Certificates (`latch cert`) are in DIR/tls. BIN=PATH takes
+# latchd and latch from PATH instead of building them (to compare an old
+# build with a new one in one session); FLAGS="..." adds latchd flags to
+# every member (e.g. raft timeouts).
 set -eu
 cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=${2:?usage: cluster.sh start|stop DIR}
@@ -26,22 +27,24 @@ start)
 		go build -o "$dir/bin/latchd" ./cmd/latchd
 		go build -o "$dir/bin/latch" ./cmd/latch
 	fi
-	go run ./cmd/latch/bench/testdata/devcerts "$dir/tls"
+	"$dir/bin/latch" cert ca --dir "$dir/tls" >/dev/null
+	"$dir/bin/latch" cert client --dir "$dir/tls" --name bench-admin >/dev/null
 	peers=""
 	for i in 1 2 3; do
 		peers="$peers${peers:+,}n$i=127.0.0.1:${base}52$i"
 	done
 	for i in 1 2 3; do
+		"$dir/bin/latch" cert member --dir "$dir/tls" --id "n$i" --hosts 127.0.0.1,localhost >/dev/null
 		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --bootstrap "$peers" \
 			--client-addr "127.0.0.1:${base}42$i" --raft-addr "127.0.0.1:${base}52$i" \
-			--http-addr "127.0.0.1:${base}62$i" --api-addr "127.0.0.1:${base}72$i" \
-			--tls-cert "$dir/tls/server.pem" --tls-key "$dir/tls/server-key.pem" ${FLAGS:-} \
+			--http-addr "127.0.0.1:${base}62$i" --api-addr "127.0.0.1:${base}72$i" --admins bench-admin \
+			--cluster-ca "$dir/tls/ca.pem" --member-cert "$dir/tls/member-n$i.pem" --member-key "$dir/tls/member-n$i-key.pem" ${FLAGS:-} \
 			>"$dir/n$i.log" 2>&1 &
 		echo $! >"$dir/n$i.pid"
 	done
 	for i in 1 2 3; do
 		n=0
-		until curl -sf "http://127.0.0.1:${base}62$i/readyz" >/dev/null; do
+		until curl -sf --cacert "$dir/tls/ca.pem" "https://127.0.0.1:${base}62$i/readyz" >/dev/null; do
 			n=$((n + 1))
 			if [ $n -gt 300 ]; then
 				echo "n$i not ready after 30s; see $dir/n$i.log" >&2

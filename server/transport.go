@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latch-io/latch/session"
+)
+
+// raftHandshakeTimeout bounds a raft TLS handshake, so a peer that
+// connects and stays silent holds nothing for long.
+const raftHandshakeTimeout = 10 * time.Second
+
+// Raft's stream layers, bottom up: tcpLayer (plain TCP), optionally
+// faultLayer (Config.FaultInjection: refuses blocked addresses), and
+// tlsLayer on top, which raft's NetworkTransport uses. Every raft
+// connection is mutual TLS 1.3 between members: each side presents its
+// member certificate and accepts only a member certificate of the cluster
+// CA (session.MemberTLS). A connection that fails the handshake never
+// reaches raft: an outsider cannot append entries, vote or install a
+// snapshot, whatever it sends.
+
+// tcpLayer is a raft.StreamLayer over plain TCP.
+type tcpLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+}
+
+var _ raft.StreamLayer = (*tcpLayer)(nil)
+
+// newTCPLayer listens on bind. advertise, when not nil, is the address
+// other members dial, as with raft.NewTCPTransport.
+func newTCPLayer(bind string, advertise net.Addr) (*tcpLayer, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	l := &tcpLayer{ln: ln, advertise: advertise}
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("%w: raft address %v is not advertisable (set RaftAdvertise)", ErrBadConfig, l.Addr())
+	}
+	return l, nil
+}
+
+func (l *tcpLayer) Accept() (net.Conn, error) { return l.ln.Accept() }
+
+func (l *tcpLayer) Close() error { return l.ln.Close() }
+
+func (l *tcpLayer) Addr() net.Addr {
+	if l.advertise != nil {
+		return l.advertise
+	}
+	return l.ln.Addr()
+}
+
+func (l *tcpLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// tlsLayer runs mutual TLS over an inner stream layer.
+type tlsLayer struct {
+	inner  raft.StreamLayer
+	server *tls.Config
+	client *tls.Config
+	log    *slog.Logger
+	// refused counts accepted connections whose handshake failed.
+	refused func()
+}
+
+var _ raft.StreamLayer = (*tlsLayer)(nil)
+
+func newTLSLayer(inner raft.StreamLayer, m *session.MemberTLS, log *slog.Logger, refused func()) *tlsLayer {
+	return &tlsLayer{inner: inner, server: m.RaftServer(), client: m.RaftClient(), log: log, refused: refused}
+}
+
+// Accept returns the next connection; its handshake runs on first use, in
+// raft's per-connection goroutine, so a slow peer never stalls the accept
+// loop.
+func (l *tlsLayer) Accept() (net.Conn, error) {
+	c, err := l.inner.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &tlsServerConn{Conn: tls.Server(c, l.server), layer: l}, nil
+}
+
+func (l *tlsLayer) Close() error { return l.inner.Close() }
+
+func (l *tlsLayer) Addr() net.Addr { return l.inner.Addr() }
+
+// Dial connects and completes the handshake within timeout: a peer that is
+// not a member fails here.
+func (l *tlsLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	start := time.Now()
+	c, err := l.inner.Dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout-time.Since(start), time.Millisecond))
+	defer cancel()
+	tc := tls.Client(c, l.client)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("latch: raft TLS handshake with %s: %w", address, err)
+	}
+	return tc, nil
+}
+
+// tlsServerConn is an accepted connection that completes its handshake,
+// with a deadline, before the first read or write.
+type tlsServerConn struct {
+	*tls.Conn
+	layer *tlsLayer
+	once  sync.Once
+	err   error
+}
+
+func (c *tlsServerConn) handshake() error {
+	c.once.Do(func() {
+		c.Conn.SetDeadline(time.Now().Add(raftHandshakeTimeout))
+		err := c.Conn.Handshake()
+		c.Conn.SetDeadline(time.Time{})
+		if err != nil {
+			c.layer.log.Warn("raft connection refused: TLS handshake failed (not a member?)",
+				"remote", c.Conn.RemoteAddr().String(), "err", err)
+			if c.layer.refused != nil {
+				c.layer.refused()
+			}
+			c.Conn.Close()
+			// raft logs anything but EOF as a decode error of its own.
+			c.err = io.EOF
+		}
+	})
+	return c.err
+}
+
+func (c *tlsServerConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *tlsServerConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// newRaftTransport builds raft's NetworkTransport over mutual TLS, with the
+// fault layer under it when fault injection is on.
+func (s *Server) newRaftTransport(m *session.MemberTLS) error {
+	cfg := &s.cfg
+	var advertise net.Addr
+	var err error
+	if cfg.RaftAdvertise != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+			return fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
+		}
+	}
+	tcp, err := newTCPLayer(cfg.RaftAddr, advertise)
+	if err != nil {
+		if errors.Is(err, ErrBadConfig) {
+			return err
+		}
+		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	var inner raft.StreamLayer = tcp
+	if cfg.FaultInjection {
+		s.faults = newFaultLayer(tcp)
+		inner = s.faults
+	}
+	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") }),
+		Logger:  newHCLog(s.log, "raft-net"),
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+	})
+	s.raftAddr = string(s.trans.LocalAddr())
+	return nil
+}
