@@ -81,6 +81,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 		latency:  proposalSeconds.WithLabelValues(id),
 		verifies: verifiesTotal.WithLabelValues(id),
 	}
+	// Exported from the start, at 0, so an alert can rely on the series.
+	for _, what := range []string{"raft", "admin"} {
+		refusedTotal.WithLabelValues(id, what)
+	}
 	m.ops = newOpsMetrics(s)
 	members.add(s)
 	return m

@@ -108,7 +108,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA (PEM) that must sign client certificates: mutual TLS, the certificate names the client")
 	fs.StringVar(&o.clusterCA, "cluster-ca", "", "CA (PEM) of the cluster: raft peers must present a member certificate it signed; admin clients a certificate it signed (required unless --dev)")
-	fs.StringVar(&o.memberCert, "member-cert", "", "this member's certificate (PEM, `latch cert member`): raft mutual TLS, admin HTTPS, and the client listener unless --tls-cert (required unless --dev)")
+	fs.StringVar(&o.memberCert, "member-cert", "", "this member's certificate (PEM, from 'latch cert member'): raft mutual TLS, admin HTTPS, and the client listener unless --tls-cert (required unless --dev)")
 	fs.StringVar(&o.memberKey, "member-key", "", "private key (PEM) of --member-cert")
 	fs.StringVar(&o.recover, "recover", "", "after losing quorum for good: rewrite the raft configuration to these survivors (id=raftaddr,...) before starting; run once on each survivor, then restart without it")
 	fs.DurationVar(&o.lockDelay, "lock-delay", time.Duration(def.Limits.DefaultLockDelayMillis)*time.Millisecond,

@@ -182,13 +182,13 @@ func TestConfigFile(t *testing.T) {
 	// strings, booleans set booleans.
 	os.WriteFile(path, []byte(`{"id": "n1", "data-dir": "/d", "bootstrap": "n1=10.0.0.1:7421", "snapshot-threshold": 1000000,
 		"trailing-logs": 20000000, "election-timeout": "2s", "heartbeat-timeout": "1500ms", "fault-injection": true,
-		"tls-cert": "/c.pem", "tls-key": "/k.pem"}`), 0o600)
+		"cluster-ca": "/ca.pem", "member-cert": "/c.pem", "member-key": "/k.pem", "admins": ["ops", "alice"]}`), 0o600)
 	cfg, err = parse(t, "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.SnapshotThreshold != 1000000 || cfg.TrailingLogs != 20000000 || cfg.ElectionTimeout != 2*time.Second ||
-		cfg.HeartbeatTimeout != 1500*time.Millisecond || !cfg.FaultInjection {
+		cfg.HeartbeatTimeout != 1500*time.Millisecond || !cfg.FaultInjection || len(cfg.Admins) != 2 {
 		t.Fatalf("typed config = %+v", cfg)
 	}
 	for _, bad := range []struct{ json, want string }{
