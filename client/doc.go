@@ -161,9 +161,10 @@
 //     checked before anything is deleted and again on the node itself.
 //   - Children follows pages until the end or Limit; pages are read at
 //     different revisions.
-//   - With no TLS config the client trusts the development CA that
-//     `latchd --dev` writes to ./latch-data/tls, so the CLI works next to a
-//     dev server without flags; without that directory, the system roots.
+//   - The client trusts only what Config.TLS says; with none, the system
+//     roots and no certificate. No file in the working directory changes a
+//     program's trust: finding `latchd --dev`'s CA is the CLI's own,
+//     explicit feature (cmd/latch/dev.go).
 //   - Silence is detected by QUIC itself (keep-alive pings, idle
 //     timeout), not by extra requests: an idle connection costs about four
 //     pings and their acks per FailureTimeout, with no stream, goroutine or

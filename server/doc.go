@@ -186,18 +186,40 @@
 // # Testing
 //
 // Package servertest starts in-process clusters (real badger, real raft
-// over TCP on loopback); package proc runs real latchd processes for crash
+// over mutual TLS on loopback); package proc runs real latchd processes for crash
 // tests (SIGKILL, SIGSTOP).
 //
-// # Admin HTTP
+// # Member traffic (transport.go, auth.go)
+//
+// Raft runs on raft's NetworkTransport over a TLS stream layer (over the
+// fault layer with FaultInjection, over TCP): every connection is mutual
+// TLS 1.3 between member certificates of Config.ClusterCA
+// (session.MemberTLS), the handshake done on first use with a 10s bound,
+// so an accepted connection never stalls raft's accept loop and a
+// non-member never reaches raft. The admin endpoint is HTTPS only, with the
+// member certificate; who may call what is decided per route from the
+// verified client certificate (adminCaller): a member (session.PeerMember)
+// or an admin (Config.Admins, or Config.AdminCheck for admins from
+// elsewhere; in Dev without Admins, any dev certificate). A member may only
+// join, update or remove itself. Members call each other's admin endpoint
+// (joins, address refreshes, "was I removed?") with their member
+// certificate and accept only a member's. A join that takes a live
+// member's id or raft address is ErrMemberExists unless an admin sends
+// replace. Config.Recover runs raft.RecoverCluster before raft starts.
+//
+// # Admin HTTP (HTTPS)
 //
 //	GET  /healthz      200 while the process runs and raft is not shut down
 //	GET  /readyz       200 when a leader is known and this member applied all it knows committed
 //	GET  /metrics      Prometheus text
 //	GET  /v1/status    Status as JSON
-//	POST /v1/join      {"id","raft_addr","client_addr","http_addr","update_only"}
-//	POST /v1/remove    {"id"}
-//	POST /v1/snapshot  take a snapshot now; {"ok":true,"index":N}
-//	POST /v1/faults    {"block":["raftaddr",...]}: only with FaultInjection; cut raft traffic to those members ([] heals)
-//	GET  /v1/faults    the blocked list
+//	POST /v1/join      member or admin: {"id","raft_addr","client_addr","http_addr","api_addr","update_only","replace"}
+//	POST /v1/remove    member (itself) or admin: {"id"}
+//	POST /v1/snapshot  member or admin: take a snapshot now; {"ok":true,"index":N}; 429 within SnapshotMinInterval
+//	POST /v1/faults    member or admin, only with FaultInjection: {"block":["raftaddr",...]} cuts raft traffic to those members ([] heals)
+//	GET  /v1/faults    member or admin: the blocked list
+//	members/add, members/promote, snapshot download/restore, PUT /v1/limits: admin
+//
+// A refusal is 403 {"code":"AdminDenied","wire_code":115}; a collision 409
+// MemberExists (116); a snapshot too soon 429 SnapshotTooSoon (117).
 package server

@@ -50,8 +50,9 @@ const DefaultRequestReadTimeout = 10 * time.Second
 // the connection itself.
 const versionCloseGrace = time.Second
 
-// devTLSDir is where Dev keeps its development PKI, under DataDir. The CLI
-// looks for ./latch-data/tls/ca.pem next to `latchd --dev`.
+// devTLSDir is where Dev keeps its development PKI (CA, member and server
+// certificates), under DataDir. The CLI looks for ./latch-data/tls/ca.pem
+// next to `latchd --dev` and issues itself a client certificate there.
 const devTLSDir = "tls"
 
 // frontDefaults fills the client-front fields of cfg left zero.
@@ -145,10 +146,11 @@ func (c *Config) validateFront() error {
 //   - The client listener binds in New (port 0 resolves, ClientAddr then
 //     names the bound port) and accepts from Start. Close first closes every
 //     connection with ConnShutdown, so clients move on at once.
-//   - TLS: TLSCert/TLSKey, else the member certificate, else (Dev) a
-//     PKI in <DataDir>/tls and verifies a client certificate signed by its
-//     CA when one is offered (the dev client is then named by it), without
-//     requiring one. TLSClientCA requires one (mutual TLS). The identity is
+//   - TLS: TLSCert/TLSKey, else the member certificate, else (Dev) the
+//     server certificate of the PKI in <DataDir>/tls; Dev verifies a client
+//     certificate signed by its CA when one is offered (the dev client is
+//     then named by it), without requiring one. TLSClientCA requires one
+//     (mutual TLS). The identity is
 //     recorded on the sessions a client opens and must match on resume.
 //   - Connection: Hello first (else ErrVersion, then ConnVersion; garbage
 //     first: ConnProtocol), within HandshakeTimeout plus 10s. Then every

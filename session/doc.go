@@ -117,11 +117,22 @@
 // (mutual TLS); Identity names the client by certificate CN, else first
 // URI SAN, else first DNS SAN. Listen and Dial clone the given config and
 // pin TLS 1.3 and the ALPN, so a peer of another major version fails the
-// handshake. EnsureDevCerts writes a throwaway PKI (ECDSA P-256 CA, server
-// certificate for 127.0.0.1, ::1 and localhost, client certificate
-// DevClientName) into a directory and reuses it while it is complete and
-// more than a week from expiry; the CA key is never written, so any repair
-// regenerates the whole set.
+// handshake. EnsureDevCerts writes a throwaway PKI (ECDSA P-256 CA and its
+// key, server certificate for 127.0.0.1, ::1 and localhost) into a
+// directory and reuses it while it is complete and more than a week from
+// expiry; DevCerts.Member and DevCerts.Client issue member and client
+// certificates from it on demand (each dev client its own identity).
+//
+// Members (pki.go): a cluster CA signs member certificates (no CN, one URI
+// SAN latch://member/<id>, server and client use), client certificates (CN
+// = identity; "latch://" identities are refused) and server certificates.
+// MemberID reads a certificate's member id; PeerMember is the verified
+// member id of a TLS peer, the one test of "is this peer a member" every
+// layer uses. MemberTLS builds the configs of raft (mutual TLS 1.3, ALPN
+// latch-raft/1, only members accepted either way, no host name checked:
+// raft dials by address) and of the admin endpoint (member certificate
+// served, client certificates of the cluster CA verified when offered).
+// latch cert (cmd/latch) and --dev use the same CA type.
 //
 // # Transport defaults
 //
