@@ -57,9 +57,12 @@ func (s *Server) callerOf(r *http.Request) adminCaller {
 	return c
 }
 
-// isAdmin reports whether identity is an admin by Config.Admins or
-// Config.AdminCheck; in Dev without Admins every verified certificate of
-// the development CA is one (its key is on this machine).
+// IsAdmin reports whether identity (of a verified certificate) is a
+// cluster admin: Config.Admins lists it or Config.AdminCheck says so; in
+// Dev without Admins any identity is (the dev CA's key is on this
+// machine). Member identities are never admins.
+func (s *Server) IsAdmin(identity string) bool { return s.isAdmin(identity) }
+
 func (s *Server) isAdmin(identity string) bool {
 	if identity == "" || strings.HasPrefix(identity, session.MemberURIPrefix) {
 		return false

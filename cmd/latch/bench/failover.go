@@ -265,9 +265,17 @@ func (r *failoverRun) start(bin string, certs session.DevCerts) error {
 		r.nodes = append(r.nodes, nd)
 		peers = append(peers, id+"="+nd.RaftAddr)
 	}
+	admin, err := proc.AdminTLS(certs)
+	if err != nil {
+		return err
+	}
 	for _, nd := range r.nodes {
-		nd.Args = append([]string{"--bootstrap", strings.Join(peers, ","),
-			"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, r.cfg.Args...)
+		member, err := proc.MemberArgs(certs, nd.ID)
+		if err != nil {
+			return err
+		}
+		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), r.cfg.Args...)
+		nd.SetAdminTLS(admin)
 		if r.cfg.Partition {
 			nd.Args = append(nd.Args, "--fault-injection")
 		}
@@ -275,7 +283,7 @@ func (r *failoverRun) start(bin string, certs session.DevCerts) error {
 			return err
 		}
 	}
-	_, err := r.settled(30 * time.Second)
+	_, err = r.settled(30 * time.Second)
 	return err
 }
 
