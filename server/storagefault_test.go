@@ -56,7 +56,7 @@ func TestStorageFaultStopsTheLeader(t *testing.T) {
 		t.Fatalf("the failed store recorded index %d as applied (was %d)", got, applied)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		resp, err := adminHTTP(c, "").Get("https://" + s.HTTPAddr() + path)
 		if err != nil {
 			t.Fatal(err)
 		}

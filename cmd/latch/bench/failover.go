@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -585,14 +584,14 @@ func (r *failoverRun) fail(i int) error {
 
 // block makes nd drop its raft traffic with addrs (none: heal).
 func (r *failoverRun) block(nd *proc.Node, addrs ...string) error {
-	body, _ := json.Marshal(map[string][]string{"block": append([]string{}, addrs...)})
-	resp, err := http.Post("http://"+nd.HTTPAddr+"/v1/faults", "application/json", strings.NewReader(string(body)))
+	a, err := nd.Admin()
 	if err != nil {
-		return fmt.Errorf("%s /v1/faults: %w", nd.ID, err)
+		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s /v1/faults: %s", nd.ID, resp.Status)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Do(ctx, http.MethodPost, nd.HTTPAddr, "/v1/faults", map[string][]string{"block": append([]string{}, addrs...)}, nil); err != nil {
+		return fmt.Errorf("%s /v1/faults: %w", nd.ID, err)
 	}
 	return nil
 }
