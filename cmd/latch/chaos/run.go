@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
 
