@@ -35,8 +35,16 @@ func TestDiskFullRefusesWritesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := proc.NewNode(t, proc.Options{ID: "n1", DataDir: filepath.Join(mnt, "n1")})
-	n.Args = []string{"--bootstrap", "n1=" + n.RaftAddr, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey,
-		"--min-free-mib", "96"}
+	member, err := proc.MemberArgs(certs, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := proc.AdminTLS(certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetAdminTLS(admin)
+	n.Args = append(append([]string{"--bootstrap", "n1=" + n.RaftAddr}, member...), "--min-free-mib", "96")
 	n.Start(t)
 	n.WaitHealthy(t)
 	c := &proc.Cluster{Nodes: []*proc.Node{n}, Certs: certs}

@@ -66,17 +66,18 @@ func settle(t *testing.T, c *proc.Cluster, cl *client.Client) {
 	waitSame(t, c)
 }
 
-// waitSame waits until every member has applied the leader's commit index
-// and knows every member's addresses.
+// waitSame waits until every member has applied what the leader applied,
+// twice in a row at the same index, and knows every member's addresses.
 func waitSame(t *testing.T, c *proc.Cluster) {
 	t.Helper()
 	deadline := time.Now().Add(proc.WaitTimeout)
+	var last uint64
 	for {
 		lst, err := c.Nodes[c.WaitLeader(t)].Status()
-		done := err == nil
+		done := err == nil && lst.AppliedIndex == last
 		for _, nd := range c.Nodes {
 			st, err := nd.Status()
-			done = done && err == nil && st.AppliedIndex == lst.CommitIndex && len(st.Members) == len(c.Nodes)
+			done = done && err == nil && st.AppliedIndex == lst.AppliedIndex && len(st.Members) == len(c.Nodes)
 			for _, m := range st.Members {
 				done = done && m.ClientAddr != ""
 			}
@@ -84,10 +85,11 @@ func waitSame(t *testing.T, c *proc.Cluster) {
 		if done {
 			return
 		}
+		last = lst.AppliedIndex
 		if time.Now().After(deadline) {
 			t.Fatal("members never applied the same index")
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval of a condition with a deadline
+		time.Sleep(50 * time.Millisecond) // polling interval of a condition with a deadline
 	}
 }
 
