@@ -19,6 +19,13 @@ func TestLimitsCommand(t *testing.T) {
 	}
 	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
 	t.Setenv("LATCH_CA", c.Certs.CA)
+	// Changing the settings needs an admin identity.
+	cert, key, err := c.Certs.Client(proc.AdminName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LATCH_CERT", cert)
+	t.Setenv("LATCH_KEY", key)
 	waitMembersPublished(t, 3)
 
 	get := func(args ...string) limitsReply {
