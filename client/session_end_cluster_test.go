@@ -2,13 +2,17 @@ package client
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/servertest"
 )
 
@@ -24,11 +28,15 @@ import (
 func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 	const requests = 20000
 	tc := startCluster(t, 3, clusterOptions{unboundedLockRequests: true})
-	ctx := testCtx(t)
-	leader := tc.Server(tc.WaitLeader())
-	open, err := leader.Propose(ctx, &namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 300_000, Secret: []byte("many")})
+	// A loaded machine may move leadership: every proposal goes to the
+	// leader of the moment and is retried when its outcome is unknown
+	// (lock requests carry request ids, so a retry returns the first).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	leader := tc.Server(tc.WaitLeader()) // any member's store will do for reads
+	open, _, err := proposeAtLeader(ctx, tc, &namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 300_000, Secret: []byte("many")})
 	if err != nil || open.Err != nil {
-		t.Fatalf("open: %v %v", err, open.Err)
+		t.Fatalf("open: %v %v", err, open)
 	}
 	big := open.Session
 	const workers = 32
@@ -39,9 +47,9 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < requests; i += workers {
-				r, err := leader.Propose(ctx, &namespace.Command{
+				r, _, err := proposeAtLeader(ctx, tc, &namespace.Command{
 					Op: namespace.OpLockRequest, Session: big, Mode: namespace.LockExclusive,
-					Path: fmt.Sprintf("/many/%05d", i),
+					Path: fmt.Sprintf("/many/%05d", i), RequestID: fmt.Sprintf("r%d", i),
 				})
 				if err == nil {
 					err = r.Err
@@ -70,6 +78,7 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 		mu        sync.Mutex
 		latencies []time.Duration
 		stop      = make(chan struct{})
+		unknown   atomic.Int64
 		errs      = make(chan error, 1)
 	)
 	go func() {
@@ -82,7 +91,21 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 			}
 			start := time.Now()
 			p := fmt.Sprintf("/other/n%d", i)
-			if _, err := other.Create(ctx, p, []byte("x")); err != nil {
+			// Leadership may move under load: the client then reports an
+			// unknown outcome (the write may have happened) and the
+			// create is tried again.
+			var err error
+			for attempt := 0; ; attempt++ {
+				_, err = other.Create(ctx, p, []byte("x"))
+				if attempt > 0 && errors.Is(err, ErrNodeExists) {
+					err = nil
+				}
+				if !errors.Is(err, ErrUnknownOutcome) || attempt == 20 {
+					break
+				}
+				unknown.Add(1)
+			}
+			if err != nil {
 				errs <- fmt.Errorf("create %s: %w", p, err)
 				return
 			}
@@ -97,9 +120,12 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 	}()
 
 	start := time.Now()
-	r, err := leader.Propose(ctx, &namespace.Command{Op: namespace.OpSessionClose, Session: big})
-	if err != nil || r.Err != nil {
-		t.Fatalf("close: %v %v", err, r.Err)
+	r, again, err := proposeAtLeader(ctx, tc, &namespace.Command{Op: namespace.OpSessionClose, Session: big})
+	if err == nil && r.Err != nil && !(errors.Is(r.Err, namespace.ErrNoSession) && again) {
+		err = r.Err
+	}
+	if err != nil {
+		t.Fatalf("close: %v", err)
 	}
 	closeApplied := time.Since(start)
 	servertest.Eventually(t, "the closed session's requests all deleted", func() error {
@@ -120,8 +146,8 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 		t.Fatal("the other client completed no call while the session closed")
 	}
 	slices.Sort(lat)
-	t.Logf("close of %d requests: committed in %v, all deleted in %v; other client: %d create+get pairs, p50 %v, p99 %v, max %v",
-		requests, closeApplied, allGone, len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+	t.Logf("close of %d requests: committed in %v, all deleted in %v; other client: %d create+get pairs (%d creates retried after a leader change), p50 %v, p99 %v, max %v",
+		requests, closeApplied, allGone, len(lat), unknown.Load(), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 
 	if _, err := leader.Store().Session(big); err == nil {
 		t.Fatal("the closed session still exists")
@@ -144,4 +170,30 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// proposeAtLeader proposes cmd at the current leader, retrying while there
+// is none or the outcome is unknown (retried then says so).
+func proposeAtLeader(ctx context.Context, tc *testCluster, cmd *namespace.Command) (r *namespace.Result, retried bool, err error) {
+	for {
+		for _, i := range tc.Running() {
+			s := tc.Server(i)
+			if s == nil || !s.IsLeader() {
+				continue
+			}
+			r, err = s.Propose(ctx, cmd)
+			if err == nil {
+				return r, retried, nil
+			}
+			if !errors.Is(err, server.ErrUnknownOutcome) && !errors.Is(err, server.ErrNotLeader) {
+				return nil, retried, err
+			}
+			retried = retried || errors.Is(err, server.ErrUnknownOutcome)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, retried, ctx.Err()
+		case <-time.After(20 * time.Millisecond): // waiting for a leader
+		}
+	}
 }
