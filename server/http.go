@@ -38,7 +38,7 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/limits", s.handleGetLimits)
 	mux.HandleFunc("PUT /v1/limits", s.adminOnly(s.handlePutLimits))
 	s.backupRoutes(mux)
-	handlePprof(mux)
+	s.handlePprof(mux)
 	if s.faults != nil {
 		mux.HandleFunc("GET /v1/faults", s.memberOrAdmin(s.handleFaults))
 		mux.HandleFunc("POST /v1/faults", s.memberOrAdmin(s.handleFaults))

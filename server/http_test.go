@@ -216,3 +216,23 @@ func TestJoinAndRemoveOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofIsAdminOnly: profiles are served to admins and refused to any
+// other identity of the cluster CA, members included.
+func TestPprofIsAdminOnly(t *testing.T) {
+	c := servertest.StartCluster(t, 1, nil)
+	s := c.Server(c.WaitLeader())
+	url := "https://" + s.HTTPAddr() + "/debug/pprof/goroutine?debug=1"
+	if code, body := httpGet(t, c, url); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Fatalf("admin GET %s = %d %.200s", url, code, body)
+	}
+	resp, err := adminHTTP(c, "mallory").Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "admin") {
+		t.Fatalf("non-admin GET %s = %d %s, want 403", url, resp.StatusCode, b)
+	}
+}

@@ -8,14 +8,16 @@ import (
 // handlePprof adds Go's runtime profiles under /debug/pprof/ to the admin
 // mux, so a member can be profiled where it runs:
 //
-//	go tool pprof http://127.0.0.1:7422/debug/pprof/profile?seconds=10
+//	curl --cert admin.pem --key admin-key.pem --cacert ca.pem \
+//		-o cpu.pb 'https://127.0.0.1:7422/debug/pprof/profile?seconds=10'
+//	go tool pprof -top cpu.pb
 //
-// A profile shows code paths and memory contents of the process, so the
-// routes sit on the admin endpoint with the other operator-only routes.
-func handlePprof(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+// A profile shows the process's code paths and memory contents and costs
+// CPU while it runs, so only admins may take one (members never need to).
+func (s *Server) handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", s.adminOnly(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/cmdline", s.adminOnly(pprof.Cmdline))
+	mux.HandleFunc("GET /debug/pprof/profile", s.adminOnly(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/symbol", s.adminOnly(pprof.Symbol))
+	mux.HandleFunc("GET /debug/pprof/trace", s.adminOnly(pprof.Trace))
 }
