@@ -123,6 +123,6 @@ func TestLockRetryFindsItsRequest(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	(&acquisition{h: h, reqID: "abandoned", attempts: 1}).abandon(nil)
+	(&acquisition{h: h, reqID: "abandoned", attempts: 1}).abandon()
 	waitQueue(t, c, "/retry", "withdrawn by request id", queueShape())
 }

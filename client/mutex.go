@@ -24,9 +24,15 @@ import (
 //
 //   - Lock sends MsgLock and waits on its stream: Queued (the request
 //     node), then Granted (the fencing token). ctx bounds the wait; when
-//     it ends the stream is reset and the server withdraws the request
-//     (the deadline also travels as the request's timeout, so the server
-//     withdraws it even if the reset is lost).
+//     it ends the stream is reset (the server withdraws the request if it
+//     still waits) and the client withdraws the request itself
+//     (MsgLockRelease by node, or by request id), which releases the lock
+//     if the grant raced ctx's end: the server ends the stream at the
+//     grant, so a grant written before the reset reached it is one only
+//     the client knows it never delivered. A grant is either returned by
+//     Lock or released, never left held by a caller that gave up. The
+//     deadline also travels as the request's timeout, so the server
+//     withdraws it even if nothing else reaches it.
 //   - The server ends the stream at the grant: a held lock is not a
 //     request in flight. It tells of the lock's end (released, lost,
 //     deleted) on the connection's one lock notices stream, which the
@@ -387,7 +393,7 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 	hops, idle := redirects{}, 0
 	for {
 		if err := ctx.Err(); err != nil {
-			a.abandon(nil)
+			a.abandon()
 			return nil, fmt.Errorf("latch: lock %s: %w", h.path, err)
 		}
 		if dl, ok := ctx.Deadline(); ok {
@@ -397,7 +403,7 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 		}
 		l, err := c.ready4(ctx, h.s, &req)
 		if err != nil {
-			a.abandon(nil)
+			a.abandon()
 			return nil, a.wrap(ctx, err)
 		}
 		req.Node = a.node
@@ -466,7 +472,7 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request, err error, hops redirects, idle *int) (bool, error) {
 	h, c := a.h, a.h.c
 	if ctx.Err() != nil {
-		a.abandon(l)
+		a.abandon()
 		return true, fmt.Errorf("latch: lock %s: %w", h.path, ctx.Err())
 	}
 	if !isWire(err) {
@@ -480,7 +486,7 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 		}
 		*idle++
 		if !c.sleep(ctx, *idle) {
-			a.abandon(nil)
+			a.abandon()
 			return true, a.wrap(ctx, err)
 		}
 		return false, nil
@@ -511,14 +517,14 @@ func (a *acquisition) failed(ctx context.Context, l *link, req *session.Request,
 		// The leader lost leadership while committing the request.
 		*idle++
 		if !c.sleep(ctx, *idle) {
-			a.abandon(nil)
+			a.abandon()
 			return true, a.wrap(ctx, err)
 		}
 		return false, nil
 	}
 	retry, err := c.onError(ctx, l, h.s, req, err, hops, idle)
 	if !retry {
-		a.abandon(nil)
+		a.abandon()
 		return true, a.wrap(ctx, err)
 	}
 	return false, nil
@@ -532,18 +538,22 @@ func (a *acquisition) wrap(ctx context.Context, err error) error {
 	return err
 }
 
-// abandon cleans up after a Lock that gave up. A stream reset on a live
-// connection makes the server withdraw the request; otherwise (the link
-// l broke, no stream was open, or the request's node never came back) the
-// client withdraws it itself, in the background: by node, or by request
-// id when the node is not known (nothing to withdraw if it never landed).
-func (a *acquisition) abandon(l *link) {
+// abandon cleans up after a Lock that gave up: the client withdraws its
+// request itself, in the background, by node, or by request id when the
+// node is not known (nothing to withdraw if it never landed). A withdrawal
+// releases the lock if it was granted meanwhile.
+//
+// The stream's reset is not enough, even on a live connection: the server
+// withdraws on a reset only while it still waits. The stream ends at the
+// grant, so a grant the server wrote before the reset reached it, and
+// that this client never read, is held by nobody the server could know
+// of; only the client knows that it did not deliver it. A reset the
+// server did see makes this a second cancel, answered ErrNotHeld.
+func (a *acquisition) abandon() {
 	h := a.h
 	switch {
 	case a.node != "":
-		if l == nil || l.conn.Context().Err() != nil {
-			h.releaseLater(session.Request{Node: a.node})
-		}
+		h.releaseLater(session.Request{Node: a.node})
 	case a.attempts > 0:
 		h.releaseLater(session.Request{RequestID: a.reqID})
 	}
@@ -640,11 +650,23 @@ func (h *lockHandle) withdraw(ctx context.Context, which session.Request) error 
 	}
 }
 
-// releaseLater withdraws which in the background, bounded by DialTimeout.
+// releaseLater withdraws which in the background, for as long as the
+// session lives: a request left behind would be held (or granted later)
+// for the rest of the session's life, blocking every other locker, so a
+// leader change or a reconnection that takes longer than one dial must
+// not end the attempt. The session's end (or the client's) ends it: that
+// releases the request anyway.
 func (h *lockHandle) releaseLater(which session.Request) {
 	h.c.goFunc(func() {
-		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.DialTimeout)
+		ctx, cancel := context.WithCancel(h.c.ctx)
 		defer cancel()
+		go func() {
+			select {
+			case <-h.s.Done():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		if err := h.withdraw(ctx, which); err != nil {
 			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session",
 				"node", which.Node, "request_id", which.RequestID, "err", err)

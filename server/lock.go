@@ -17,7 +17,11 @@ package server
 //     lost a lock. A held lock costs the member two map entries.
 //   - A stream the client resets while its connection lives is a client
 //     that gave up: the request is withdrawn, or the lock released when
-//     the grant raced the reset (OpLockCancel does both). A lost
+//     the grant raced the reset (OpLockCancel does both). A reset that
+//     comes after the grant was written finds the stream ended: the
+//     member cannot tell it from a delivered grant, so the client, which
+//     knows it did not deliver the grant, withdraws the request itself
+//     (MsgLockRelease) whenever a Lock gives up. A lost
 //     connection leaves the request in place: the client re-attaches to
 //     it with MsgLock{Node} on whichever member leads next, keeping its
 //     place in the queue; if the client is gone for good, its session
