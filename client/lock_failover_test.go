@@ -8,6 +8,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/servertest"
+	"github.com/latch-io/latch/session"
 )
 
 // TestLockFailover stops the leader while one client holds a lock and
@@ -125,4 +126,47 @@ func TestLockRetryFindsItsRequest(t *testing.T) {
 	}
 	(&acquisition{h: h, reqID: "abandoned", attempts: 1}).abandon()
 	waitQueue(t, c, "/retry", "withdrawn by request id", queueShape())
+}
+
+// TestLockGrantUnreadIsWithdrawn pins the window of a grant racing a
+// waiter's end: the server wrote the grant and ended the stream, the
+// client reset the stream without reading it (its ctx ended), on a live
+// connection. The reset reaches a stream that is over, so the server
+// withdraws nothing; the Lock that gave up must withdraw the request
+// itself, or the lock stays held by nobody for the session's life.
+func TestLockGrantUnreadIsWithdrawn(t *testing.T) {
+	tc := startLockCluster(t, 1)
+	c1, c2 := tc.dial(3*time.Second), tc.dial(3*time.Second)
+	ctx := testCtx(t)
+	m1 := NewMutex(c1.Session(), "/unread")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := newLockHandle(c2.Session(), "/unread", LockExclusive, lockOptions{})
+	a := &acquisition{h: h, reqID: newRequestID()}
+	req := session.Request{Type: session.MsgLock, Path: "/unread", Mode: LockExclusive, RequestID: a.reqID}
+	l, err := c2.ready4(ctx, h.s, &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := session.OpenStreaming(ctx, l.conn, &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.attempts++
+	q, err := sr.Next()
+	if err != nil || q.Lock != session.LockQueued {
+		t.Fatalf("queued: %+v %v", q, err)
+	}
+	a.node = q.Node
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitQueue(t, c2, "/unread", "the waiter granted", queueShape(true))
+	sr.Close() // the grant is never read: the caller gave up
+	if l.conn.Context().Err() != nil {
+		t.Fatal("the connection broke: this test is about a live one")
+	}
+	a.abandon()
+	waitQueue(t, c1, "/unread", "the unread grant released", queueShape())
 }
