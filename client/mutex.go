@@ -658,15 +658,8 @@ func (h *lockHandle) withdraw(ctx context.Context, which session.Request) error 
 // releases the request anyway.
 func (h *lockHandle) releaseLater(which session.Request) {
 	h.c.goFunc(func() {
-		ctx, cancel := context.WithCancel(h.c.ctx)
+		ctx, cancel := h.s.lifeCtx()
 		defer cancel()
-		go func() {
-			select {
-			case <-h.s.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		if err := h.withdraw(ctx, which); err != nil {
 			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session",
 				"node", which.Node, "request_id", which.RequestID, "err", err)

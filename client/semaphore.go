@@ -234,8 +234,9 @@ func (m *Semaphore) findOwn(ctx context.Context) (string, error) {
 }
 
 // remove deletes node now while ctx lives (TryAcquire leaves nothing
-// behind when it returns), else in the background, bounded by
-// DialTimeout.
+// behind when it returns), else in the background for as long as the
+// session lives (a node left behind holds a place for the session's life,
+// so a slow leader change must not end the attempt).
 func (m *Semaphore) remove(ctx context.Context, node string) {
 	if ctx.Err() == nil {
 		if err := m.s.Delete(ctx, node); err == nil || errors.Is(err, ErrNoNode) {
@@ -244,7 +245,7 @@ func (m *Semaphore) remove(ctx context.Context, node string) {
 		}
 	}
 	m.c.goFunc(func() {
-		ctx, cancel := context.WithTimeout(m.c.ctx, m.c.cfg.DialTimeout)
+		ctx, cancel := m.s.lifeCtx()
 		defer cancel()
 		_ = m.s.Delete(ctx, node)
 		unclaim(m, node)

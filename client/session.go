@@ -107,6 +107,22 @@ func (s *Session) State() <-chan State { return s.tr.Events() }
 // Orphan was called. Err says which.
 func (s *Session) Done() <-chan struct{} { return s.tr.Done() }
 
+// lifeCtx returns a context that ends with the session or the client:
+// the bound of a background clean-up (withdrawing a lock request, removing
+// a semaphore node) that must outlast a leader change, since what it
+// undoes lives exactly as long as the session.
+func (s *Session) lifeCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(s.c.ctx)
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // Err is nil while the session lives; ErrSessionClosed after Close or
 // Orphan; else an error wrapping ErrSessionExpired.
 func (s *Session) Err() error {
