@@ -65,7 +65,12 @@
 // LockQueued frame with Node and Rev, then LockGranted with Token, or an
 // error frame; the stream ends at the grant (a held lock is no request in
 // flight), and the lock's end is told on the connection's one
-// MsgLockNotices stream (LockGone, Node, why). A client re-attaches to its
+// MsgLockNotices stream (LockGone, Node, why). A client that gives up
+// waiting resets the stream (the server withdraws a request it still
+// waits on) and also withdraws the request itself with MsgLockRelease (by
+// Node, or by RequestID): a reset that reaches the server after it wrote
+// the grant finds the stream over, and only the client knows that the
+// grant was never delivered. A client re-attaches to its
 // request after a reconnection with MsgLock{Node}, and names each new
 // request with a RequestID so that a retry after a lost answer gets the
 // same request. A frame with a non-zero Code always ends a stream.
