@@ -210,3 +210,27 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// TestDeployConfigs: the example configs of testdata/deploy (the systemd
+// set-up the README points to) are configs latchd accepts, each naming its
+// own member in the shared bootstrap list.
+func TestDeployConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/deploy/n*.json")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("example configs: %v %v", files, err)
+	}
+	for _, f := range files {
+		cfg, err := parse(t, "--config", f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		id := strings.TrimSuffix(filepath.Base(f), ".json")
+		if cfg.ID != id || len(cfg.Bootstrap) != 3 || cfg.Limits.LockHistoryMax != 10000 {
+			t.Fatalf("%s: config %+v", f, cfg)
+		}
+	}
+	unit, err := os.ReadFile("../../testdata/deploy/latchd.service")
+	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/local/bin/latchd --config /etc/latch/latchd.json") {
+		t.Fatalf("unit: %v", err)
+	}
+}
