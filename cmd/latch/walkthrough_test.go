@@ -133,4 +133,3 @@ func portsFree(base, members int) bool {
 	}
 	return true
 }
-
