@@ -28,7 +28,8 @@ package server
 //     expires and takes the request with it.
 //   - A request whose proposal commits after its stream ended is
 //     withdrawn at once: nobody learned its node. (A client that lost
-//     the answer to a failover finds its request with MsgLockQueue.)
+//     the answer to a failover sends it again with its RequestID and gets
+//     the request the cluster has.)
 //   - The leader proposes ticks (OpNoop stamped with its clock) when the
 //     namespace's NextTimer is due, so lock-delays end and hold TTLs
 //     expire through the log. The loop wakes after every applied batch
