@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -15,7 +19,17 @@ import (
 
 // PickAddrs returns n loopback addresses whose ports were free for both TCP
 // and UDP a moment ago (a member binds its client address for QUIC).
+//
+// Ports come from below the kernel's ephemeral range, at random: a port the
+// kernel hands out for port-0 binds and outgoing connections (other tests'
+// listeners, raft and QUIC dials) would often be taken again between this
+// check and the member's own bind, which made cluster tests fail with
+// "address already in use" on a busy machine.
 func PickAddrs(n int) ([]string, error) {
+	lo, hi := 10000, ephemeralLow()
+	if hi-lo < 1000 {
+		lo = 1024
+	}
 	var addrs []string
 	var held []io.Closer
 	defer func() {
@@ -24,24 +38,43 @@ func PickAddrs(n int) ([]string, error) {
 		}
 	}()
 	for tries := 0; len(addrs) < n; tries++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if tries > 1000 {
+			return nil, fmt.Errorf("free port: no free TCP+UDP port in %d..%d after %d tries", lo, hi-1, tries)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
+			continue
 		}
 		held = append(held, ln)
 		// Any of them may become the client's QUIC (UDP) address: the
 		// port must be free for UDP too.
-		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
-			if tries > 100 {
-				return nil, fmt.Errorf("free port: %w", err)
-			}
 			continue
 		}
 		held = append(held, pc)
-		addrs = append(addrs, ln.Addr().String())
+		addrs = append(addrs, addr)
 	}
 	return addrs, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	p, err := strconv.Atoi(f[0])
+	if err != nil || p <= 1024 {
+		return 32768
+	}
+	return p
 }
 
 // NewDetachedNode prepares a member run by bin, logging to logPath, without
