@@ -505,11 +505,7 @@ func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c call
 		return
 	}
 	var in apiLockBody
-	if err := a.decodeJSON(w, r, &in); err != nil {
-		apiError(w, err)
-		return
-	}
-	value, err := in.bytes()
+	value, err := a.decodeData(w, r, &in)
 	if err != nil {
 		apiError(w, err)
 		return

@@ -113,6 +113,18 @@ func (d apiData) bytes() ([]byte, error) {
 	return nil, nil
 }
 
+// dataBody is a request body with a data field (apiData embedded).
+type dataBody interface{ bytes() ([]byte, error) }
+
+// decodeData decodes the request's JSON body into in and returns its data
+// field's bytes.
+func (a *apiFront) decodeData(w http.ResponseWriter, r *http.Request, in dataBody) ([]byte, error) {
+	if err := a.decodeJSON(w, r, in); err != nil {
+		return nil, err
+	}
+	return in.bytes()
+}
+
 // versionOf is an optional expected version: AnyVersion when absent.
 func versionOf(v *int64) int64 {
 	if v == nil {
@@ -286,11 +298,7 @@ type apiCreate struct {
 
 func (a *apiFront) createNode(w http.ResponseWriter, r *http.Request, c caller) {
 	var in apiCreate
-	if err := a.decodeJSON(w, r, &in); err != nil {
-		apiError(w, err)
-		return
-	}
-	data, err := in.bytes()
+	data, err := a.decodeData(w, r, &in)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -315,11 +323,7 @@ type apiSet struct {
 
 func (a *apiFront) setNode(w http.ResponseWriter, r *http.Request, c caller) {
 	var in apiSet
-	if err := a.decodeJSON(w, r, &in); err != nil {
-		apiError(w, err)
-		return
-	}
-	data, err := in.bytes()
+	data, err := a.decodeData(w, r, &in)
 	if err != nil {
 		apiError(w, err)
 		return
