@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,35 +11,6 @@ import (
 
 	"github.com/latch-io/latch/server/proc"
 )
-
-// flipFile flips one byte in the middle of the first occurrence of pattern
-// in the files of dir whose names end in ext.
-func flipFile(t *testing.T, dir, ext string, pattern []byte) string {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := bytes.Index(b, pattern)
-		if i < 0 {
-			continue
-		}
-		at := i + len(pattern)/2
-		fh, err := os.OpenFile(f, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fh.Close()
-		if _, err := fh.WriteAt([]byte{b[at] ^ 0x01}, int64(at)); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	t.Fatalf("no %s file in %s holds %q (files: %v)", ext, dir, pattern, files)
-	return ""
-}
 
 // TestDamagedFollowerRefusesToStart reproduces both reported findings on
 // real processes: bytes flipped in a stopped follower's table (.sst) and,
@@ -81,7 +51,7 @@ func TestDamagedFollowerRefusesToStart(t *testing.T) {
 			if code := f.Stop(t); code != 0 {
 				t.Fatalf("%s exited %d on SIGTERM", f.ID, code)
 			}
-			flipFile(t, filepath.Join(f.DataDir, "fsm"), tc.ext, payload(42)[:24])
+			proc.FlipByte(t, filepath.Join(f.DataDir, "fsm"), tc.ext, payload(42)[:24])
 
 			f.Start(t)
 			code, err := f.WaitExit(proc.WaitTimeout)
@@ -122,7 +92,7 @@ func TestDamageUnderARunningFollowerStopsIt(t *testing.T) {
 	}
 	waitSameApplied(t, c)
 	f := c.Nodes[(leader+1)%3]
-	flipFile(t, filepath.Join(f.DataDir, "fsm"), ".vlog", big[:46])
+	proc.FlipByte(t, filepath.Join(f.DataDir, "fsm"), ".vlog", big[:46])
 	if _, err := cl.Set(ctx, "/big", []byte("new")); err != nil {
 		t.Fatal(err)
 	}

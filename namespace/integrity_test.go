@@ -10,7 +10,9 @@ import (
 )
 
 // flipIn flips one byte of the first occurrence of pattern in the files of
-// dir whose names end in ext, and reports the file it changed.
+// dir whose names end in ext, and reports the file it changed. It is
+// proc.FlipByte, which the client and server tests use; namespace's own
+// tests cannot import proc (proc imports namespace).
 func flipIn(t *testing.T, dir, ext string, pattern []byte) string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*"+ext))

@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/server/servertest"
 )
 
@@ -31,7 +31,7 @@ func TestStorageFaultStopsTheLeader(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	s := c.Server(leader)
-	flipVlog(t, filepath.Join(dirs[leader], "fsm"), big[:44])
+	proc.FlipByte(t, filepath.Join(dirs[leader], "fsm"), ".vlog", big[:44])
 	applied := s.Store().AppliedIndex()
 
 	set := &namespace.Command{Op: namespace.OpSet, Path: "/big", Data: []byte("new"), Version: namespace.AnyVersion}
@@ -92,28 +92,4 @@ func TestStorageFaultStopsTheLeader(t *testing.T) {
 	if failedApplied >= st.ModRev {
 		t.Fatalf("the failed store recorded index %d as applied; the set it failed is index %d", failedApplied, st.ModRev)
 	}
-}
-
-func flipVlog(t *testing.T, dir string, pattern []byte) {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(b, pattern); i >= 0 {
-			fh, err := os.OpenFile(f, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fh.Close()
-			at := i + len(pattern)/2
-			if _, err := fh.WriteAt([]byte{b[at] ^ 1}, int64(at)); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatalf("pattern not in %v", files)
 }
