@@ -264,13 +264,9 @@ func (s *Server) removeMember(ctx context.Context, id string, by adminCaller) er
 	if err := s.leaderOnly(ctx); err != nil {
 		return err
 	}
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("latch: raft configuration: %w", err)
-	}
-	inConfig := false
-	for _, srv := range f.Configuration().Servers {
-		inConfig = inConfig || string(srv.ID) == id
+	_, inConfig, err := s.configured(id)
+	if err != nil {
+		return err
 	}
 	_, recorded := s.recorded(id)
 	if !inConfig && !recorded {
