@@ -300,7 +300,12 @@ func TestAPIEndToEnd(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // let requests flow before the kill
+	// Requests flow through the follower before the kill.
+	waitFor(t, "requests served through the follower before the kill", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ok >= 20 || len(failures) > 0
+	})
 	mu.Lock()
 	killedAt = time.Now()
 	mu.Unlock()
