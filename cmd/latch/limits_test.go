@@ -13,20 +13,7 @@ import (
 func TestLimitsCommand(t *testing.T) {
 	c := proc.StartCluster(t, 3, "--lock-delay", "3s")
 	c.WaitLeader(t)
-	var eps []string
-	for _, nd := range c.Nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
-	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
-	t.Setenv("LATCH_CA", c.Certs.CA)
-	// Changing the settings needs an admin identity.
-	cert, key, err := c.Certs.Client(proc.AdminName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("LATCH_CERT", cert)
-	t.Setenv("LATCH_KEY", key)
-	waitMembersPublished(t, 3)
+	useCluster(t, c) // changing the settings needs an admin identity
 
 	get := func(args ...string) limitsReply {
 		t.Helper()

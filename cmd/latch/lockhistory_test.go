@@ -24,7 +24,6 @@ func TestLocksHistory(t *testing.T) {
 	c := proc.StartCluster(t, 1, "--lock-delay", "0s")
 	c.WaitLeader(t)
 	useCluster(t, c)
-	waitMembersPublished(t, 1)
 	for range 2 {
 		if code, _, errOut := runCLI("lock", "/jobs/h", "--", "true"); code != 0 {
 			t.Fatalf("latch lock: exit %d: %s", code, errOut)

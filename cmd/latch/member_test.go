@@ -17,19 +17,7 @@ import (
 func TestMemberLifecycle(t *testing.T) {
 	c := proc.StartCluster(t, 3)
 	leader := c.Nodes[c.WaitLeader(t)]
-	var eps []string
-	for _, nd := range c.Nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
-	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
-	t.Setenv("LATCH_CA", c.Certs.CA)
-	adminCert, adminKey, err := c.Certs.Client(proc.AdminName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("LATCH_CERT", adminCert)
-	t.Setenv("LATCH_KEY", adminKey)
-	waitMembersPublished(t, 3)
+	useCluster(t, c)
 
 	members := func(args ...string) (adminapi.MembersReply, string) {
 		t.Helper()

@@ -22,7 +22,6 @@ func TestMetrics(t *testing.T) {
 	c := proc.StartCluster(t, 1)
 	c.WaitLeader(t)
 	useCluster(t, c)
-	waitMembersPublished(t, 1)
 	nd := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*proc.WaitTimeout)
 	defer cancel()

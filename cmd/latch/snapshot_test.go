@@ -30,7 +30,6 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	c := proc.StartCluster(t, 3)
 	c.WaitLeader(t)
 	useCluster(t, c)
-	waitMembersPublished(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*proc.WaitTimeout)
 	defer cancel()
 
@@ -125,7 +124,6 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	c2 := proc.StartCluster(t, 3)
 	c2.WaitLeader(t)
 	useCluster(t, c2)
-	waitMembersPublished(t, 3)
 	code, _, errOut = runCLI("snapshot", "restore", file)
 	if code != 0 {
 		t.Fatalf("snapshot restore: exit %d: %s", code, errOut)
@@ -175,21 +173,24 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 	}
 }
 
-// useCluster points the CLI's environment at c.
+// useCluster points the CLI's environment at c, as the admin identity
+// (backups, restores, settings and membership changes need it), and waits
+// until every member has published its client address.
 func useCluster(t *testing.T, c *proc.Cluster) {
+	t.Helper()
 	var eps []string
 	for _, nd := range c.Nodes {
 		eps = append(eps, nd.ClientAddr)
 	}
 	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
 	t.Setenv("LATCH_CA", c.Certs.CA)
-	// Backups and restores need an admin identity.
 	cert, key, err := c.Certs.Client(proc.AdminName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("LATCH_CERT", cert)
 	t.Setenv("LATCH_KEY", key)
+	waitMembersPublished(t, len(c.Nodes))
 }
 
 func dialProc(t *testing.T, c *proc.Cluster) *client.Client {
@@ -313,7 +314,6 @@ func TestRestoredSessionsExpire(t *testing.T) {
 	c := proc.StartCluster(t, 1, "--lock-delay", "0s")
 	c.WaitLeader(t)
 	useCluster(t, c)
-	waitMembersPublished(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
 	defer cancel()
 	cl := dialProc(t, c)
@@ -335,7 +335,6 @@ func TestRestoredSessionsExpire(t *testing.T) {
 	c2 := proc.StartCluster(t, 1, "--lock-delay", "0s")
 	c2.WaitLeader(t)
 	useCluster(t, c2)
-	waitMembersPublished(t, 1)
 	if code, _, errOut := runCLI("snapshot", "restore", file); code != 0 {
 		t.Fatalf("restore: %s", errOut)
 	}
