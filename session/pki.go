@@ -52,10 +52,16 @@ func MemberID(cert *x509.Certificate) (string, bool) {
 		n++
 		id = strings.TrimPrefix(u.Path, "/")
 	}
-	if n != 1 || id == "" || strings.ContainsAny(id, "/ \t\r\n,=") {
+	if n != 1 || !validMemberID(id) {
 		return "", false
 	}
 	return id, true
+}
+
+// validMemberID reports whether id can name a member in a certificate:
+// IssueMember refuses what MemberID would not read back.
+func validMemberID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/ \t\r\n,=")
 }
 
 // PeerMember returns the member id of a TLS peer whose certificate was
@@ -157,7 +163,7 @@ func (l Leaf) TLS() (tls.Certificate, error) { return tls.X509KeyPair(l.Cert, l.
 // IssueMember issues member id's certificate: URI SAN MemberURI(id), the
 // hosts (IP addresses or DNS names) as SANs, server and client use.
 func (ca *CA) IssueMember(id string, hosts []string, now time.Time, validity time.Duration) (Leaf, error) {
-	if id == "" || strings.ContainsAny(id, "/ \t\r\n,=") {
+	if !validMemberID(id) {
 		return Leaf{}, fmt.Errorf("%w: member id %q: empty or has '/', spaces, ',' or '='", ErrBadCert, id)
 	}
 	dns, ips := splitHosts(hosts)
