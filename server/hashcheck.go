@@ -136,8 +136,7 @@ func (h *hashChecker) compare(ctx context.Context, index uint64, mine namespace.
 		}
 		asked++
 		go func() {
-			sum, _ := fetchHash(ctx, ac, m.HTTPAddr, index)
-			answers <- answer{m.ID, sum} // "" when the peer had none in time
+			answers <- answer{m.ID, fetchHash(ctx, ac, m.HTTPAddr, index)}
 		}()
 	}
 	// Judge as answers come: a member in the minority fails as soon as a
@@ -173,17 +172,17 @@ func (h *hashChecker) compare(ctx context.Context, index uint64, mine namespace.
 }
 
 // fetchHash polls a peer for its hash at index until it has one or ctx
-// ends (the peer is behind, or gone).
-func fetchHash(ctx context.Context, ac *adminapi.Client, addr string, index uint64) (string, bool) {
+// ends (the peer is behind, or gone: then "").
+func fetchHash(ctx context.Context, ac *adminapi.Client, addr string, index uint64) string {
 	for {
 		var r hashReply
 		err := ac.Do(ctx, http.MethodGet, addr, "/v1/hash?index="+strconv.FormatUint(index, 10), nil, &r)
 		if err == nil && r.Hash != "" {
-			return r.Hash, true
+			return r.Hash
 		}
 		select {
 		case <-ctx.Done():
-			return "", false
+			return ""
 		case <-time.After(100 * time.Millisecond): // the peer has not applied index yet
 		}
 	}
