@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -120,8 +121,7 @@ func dialAs(t *testing.T, c *proc.Cluster, ca *clientCA, identity string) (*Clie
 func memberDumps(t *testing.T, c *proc.Cluster) []string {
 	t.Helper()
 	// Every member applies the same last index first (no more writes come).
-	deadline := time.Now().Add(proc.WaitTimeout)
-	for {
+	proc.Eventually(t, "members' applied indexes meet", func() error {
 		var applied []uint64
 		for _, n := range c.Nodes {
 			st, err := n.Status()
@@ -130,18 +130,13 @@ func memberDumps(t *testing.T, c *proc.Cluster) []string {
 			}
 			applied = append(applied, st.AppliedIndex)
 		}
-		same := true
 		for _, a := range applied {
-			same = same && a == applied[0]
+			if a != applied[0] {
+				return fmt.Errorf("applied %v", applied)
+			}
 		}
-		if same {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members' applied indexes never met: %v", applied)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	var out []string
 	for _, n := range c.Nodes {
 		n.Stop(t)
@@ -317,17 +312,13 @@ func mustDialAs(t *testing.T, c *proc.Cluster, ca *clientCA, identity string) *C
 // waitEnforced waits until the leader has bootstrapped the ACL rules.
 func waitEnforced(t *testing.T, c *Client) {
 	t.Helper()
-	deadline := time.Now().Add(proc.WaitTimeout)
-	for {
+	proc.Eventually(t, "ACLs bootstrapped", func() error {
 		a, err := c.ACL(context.Background())
-		if err == nil && a.Enforced {
-			return
+		if err == nil && !a.Enforced {
+			err = fmt.Errorf("not enforced: %+v", a)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ACLs not bootstrapped: %+v %v", a, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // lockNodeOf returns the granted request node of the lock on path.

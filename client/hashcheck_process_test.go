@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -89,15 +90,16 @@ func TestStateHashCheckFindsDivergence(t *testing.T) {
 // waitMetric waits until the member's /metrics shows line.
 func waitMetric(t *testing.T, n *proc.Node, line string) {
 	t.Helper()
-	deadline := time.Now().Add(proc.WaitTimeout)
-	for {
+	proc.Eventually(t, n.ID+" /metrics shows "+line, func() error {
 		code, body, err := n.Get("/metrics")
-		if err == nil && code == http.StatusOK && strings.Contains(body, line) {
-			return
+		switch {
+		case err != nil:
+			return err
+		case code != http.StatusOK:
+			return fmt.Errorf("/metrics: %d", code)
+		case !strings.Contains(body, line):
+			return errors.New("not shown")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s /metrics never showed %s", n.ID, line)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

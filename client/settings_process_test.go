@@ -136,8 +136,8 @@ func newSession(t *testing.T, cl *Client) *Session {
 // and every member has applied the same index, and returns it.
 func waitSameApplied(t *testing.T, c *proc.Cluster) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(proc.WaitTimeout)
-	for {
+	var applied uint64
+	proc.Eventually(t, "members converge", func() error {
 		var idx []uint64
 		for _, n := range c.Nodes {
 			st, err := n.Status()
@@ -155,13 +155,12 @@ func waitSameApplied(t *testing.T, c *proc.Cluster) uint64 {
 			idx = append(idx, st.AppliedIndex)
 		}
 		if len(idx) == len(c.Nodes) && idx[0] != 0 && idx[0] == idx[1] && idx[1] == idx[2] {
-			return idx[0]
+			applied = idx[0]
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members did not converge: applied %v", idx)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("applied %v", idx)
+	})
+	return applied
 }
 
 // dumpStore opens a stopped member's namespace store and dumps it.

@@ -91,7 +91,7 @@ func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 func (c *Cluster) WaitLeader(t TB) int {
 	t.Helper()
 	leader := -1
-	waitFor(t, "leader", func() error {
+	Eventually(t, "leader", func() error {
 		leader = -1
 		var id string
 		for i, nd := range c.Nodes {

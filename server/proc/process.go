@@ -353,8 +353,10 @@ func (n *Node) Status() (adminapi.Status, error) {
 	return st, json.Unmarshal([]byte(body), &st)
 }
 
-// waitFor polls cond until it returns nil or WaitTimeout passes.
-func waitFor(t TB, what string, cond func() error) {
+// Eventually polls cond until it returns nil or WaitTimeout passes, then
+// fails t with cond's last error: servertest.Eventually with the longer
+// timeout of real processes.
+func Eventually(t TB, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(WaitTimeout)
 	for {
@@ -383,7 +385,7 @@ func (n *Node) WaitReady(t TB) {
 
 func (n *Node) waitEndpoint(t TB, path string) {
 	t.Helper()
-	waitFor(t, n.ID+" "+path, func() error { return n.checkEndpoint(path) })
+	Eventually(t, n.ID+" "+path, func() error { return n.checkEndpoint(path) })
 }
 
 // checkEndpoint is nil when the running member answers 200 on path.
