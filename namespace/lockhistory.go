@@ -181,7 +181,7 @@ func (s *Store) LockHistory(path string, subtree bool, limit int) ([]LockEvent, 
 		defer it.Close()
 		for it.Seek(historyKey(^uint64(0))); it.Valid(); it.Next() {
 			var ev LockEvent
-			err := it.Item().Value(func(v []byte) error { return decodeLockEvent(v, &ev) })
+			err := itemValue(it.Item(), func(v []byte) error { return decodeLockEvent(v, &ev) })
 			if err != nil {
 				return err
 			}
