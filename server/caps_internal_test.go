@@ -29,7 +29,7 @@ func rawConn(t *testing.T, ctx context.Context, s *Server) (*session.Conn, error
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	_, err = session.Hello(ctx, conn, "caps-test")
+	_, err = session.Hello(ctx, conn, "internal-test")
 	return conn, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -185,16 +184,8 @@ type lockConn struct {
 
 func dialLock(t *testing.T, ctx context.Context, s *Server, resume *lockConn) *lockConn {
 	t.Helper()
-	tlsConf, err := session.ClientTLS(filepath.Join(s.cfg.DataDir, devTLSDir, "ca.pem"), "", "")
+	conn, err := rawConn(t, ctx, s)
 	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := session.Dial(ctx, s.ClientAddr(), tlsConf, session.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if _, err := session.Hello(ctx, conn, "lock-test"); err != nil {
 		t.Fatal(err)
 	}
 	lc := &lockConn{t: t, conn: conn}
