@@ -2,7 +2,6 @@ package namespace
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -351,17 +350,13 @@ func aclKey(identity, prefix string) []byte {
 func (s *Store) loadACL() error {
 	t := &aclTable{rules: map[string]map[string]Perm{}}
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaACL)
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		v, ok, err := getValue(txn, metaACL)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			t = openTable
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := valueCopy(item)
-		if err != nil {
-			return err
 		}
 		if len(v) != 2 || v[0] != aclFormat {
 			return fmt.Errorf("%w: acl meta %x", ErrStorage, v)

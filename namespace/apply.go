@@ -303,17 +303,11 @@ func (c *cmdCtx) getRaw(key []byte) (v []byte, ok bool, err error) {
 	if o, found := c.raw[string(key)]; found {
 		return o.v, !o.deleted, nil
 	}
-	item, err := c.b.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, nil
-	}
-	if err == nil {
-		v, err = valueCopy(item)
-	}
+	v, ok, err = getValue(c.b.txn, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: read %q: %w", ErrStorage, key, err)
 	}
-	return v, true, nil
+	return v, ok, nil
 }
 
 func (c *cmdCtx) putRaw(key, v []byte) {

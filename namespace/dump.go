@@ -31,18 +31,14 @@ func (s *Store) Dump(w io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(bw, "applied=%d clock=%d\n", applied, int64(clock))
-		if item, err := txn.Get(metaLimits); err == nil {
-			v, err := valueCopy(item)
-			if err != nil {
-				return err
-			}
+		if v, ok, err := getValue(txn, metaLimits); err != nil {
+			return err
+		} else if ok {
 			r, err := decodeLimitsRecord(v)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(bw, "limits rev=%d %+v\n", r.Rev, r.Limits)
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
 		}
 		root, err := readNode(txn, "/")
 		if err != nil {

@@ -84,6 +84,19 @@ func valueCopy(item *badger.Item) ([]byte, error) {
 	return v, err
 }
 
+// getValue reads key's value in txn through valueCopy; ok is false when
+// the key is absent.
+func getValue(txn *badger.Txn, key []byte) (v []byte, ok bool, err error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err == nil {
+		v, err = valueCopy(item)
+	}
+	return v, err == nil, err
+}
+
 // itemValue is item.Value with valueCopy's check.
 func itemValue(item *badger.Item, fn func(v []byte) error) error {
 	return item.Value(func(v []byte) error {

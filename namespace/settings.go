@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"errors"
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -99,15 +98,8 @@ func decodeLimitsRecord(v []byte) (*limitsRecord, error) {
 func (s *Store) loadLimits() error {
 	in := &limitsInForce{Limits: s.initLimits}
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(metaLimits)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := valueCopy(item)
-		if err != nil {
+		v, ok, err := getValue(txn, metaLimits)
+		if err != nil || !ok {
 			return err
 		}
 		r, err := decodeLimitsRecord(v)
