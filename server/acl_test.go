@@ -8,6 +8,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/servertest"
 	"github.com/latch-io/latch/session"
 )
 
@@ -54,7 +55,12 @@ func TestReadsAndWatchesFollowRules(t *testing.T) {
 	leader := fc.WaitLeader()
 	conn := fc.dial(leader)
 	srv := fc.Server(leader)
-	waitFor(t, "ACL bootstrap", func() bool { return srv.Store().ACL().Enforced })
+	servertest.Eventually(t, "ACL bootstrap", func() error {
+		if !srv.Store().ACL().Enforced {
+			return errors.New("ACLs not enforced yet")
+		}
+		return nil
+	})
 	for _, p := range []string{"/app", "/app/open", "/app/secret"} {
 		ok(t, conn, &session.Request{Type: session.MsgCreate, Path: p})
 	}
@@ -78,15 +84,4 @@ func TestReadsAndWatchesFollowRules(t *testing.T) {
 	ok(t, conn, &session.Request{Type: session.MsgSet, Path: "/app/open", Data: []byte("o"), Version: namespace.AnyVersion})
 	got := w.next(1)
 	expectEvents(t, got, ev{namespace.EventDataChanged, "/app/open"})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/server/servertest"
 	"github.com/latch-io/latch/session"
 )
 
@@ -300,11 +301,19 @@ func TestAPIEndToEnd(t *testing.T) {
 			}
 		}()
 	}
-	// Requests flow through the follower before the kill.
-	waitFor(t, "requests served through the follower before the kill", func() bool {
+	served := func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return ok >= 20 || len(failures) > 0
+		return ok
+	}
+	// Requests flow through the follower before the kill.
+	servertest.Eventually(t, "requests served through the follower before the kill", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ok < 20 && len(failures) == 0 {
+			return fmt.Errorf("%d served", ok)
+		}
+		return nil
 	})
 	mu.Lock()
 	killedAt = time.Now()
@@ -312,22 +321,13 @@ func TestAPIEndToEnd(t *testing.T) {
 	c.Nodes[li].Kill(t)
 	// Wait until the follower served requests after the new leader came.
 	nl := c.WaitLeader(t)
-	mu.Lock()
-	before := ok
-	mu.Unlock()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n := ok
-		mu.Unlock()
-		if n >= before+20 {
-			break
+	before := served()
+	servertest.Eventually(t, "the follower serves requests after the new leader "+c.Nodes[nl].ID+" came", func() error {
+		if n := served() - before; n < 20 {
+			return fmt.Errorf("%d served", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("follower served %d requests after the new leader %s", n-before, c.Nodes[nl].ID)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a counter with a deadline
-	}
+		return nil
+	})
 	close(stop)
 	wg.Wait()
 	if len(failures) > 0 {
@@ -353,17 +353,12 @@ func untilRev(t *testing.T, s *sseStream, rev uint64) sseEvent {
 // waitQueueLen polls a lock queue until it has n requests.
 func waitQueueLen(t *testing.T, api *apiClient, addr, path string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		q := api.do(200, addr, "GET", "/api/v1/locks"+path, nil).list("queue")
-		if len(q) == n {
-			return
+	servertest.Eventually(t, "queue of "+path, func() error {
+		if q := api.do(200, addr, "GET", "/api/v1/locks"+path, nil).list("queue"); len(q) != n {
+			return fmt.Errorf("%d requests, want %d", len(q), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue of %s: %d requests, want %d", path, len(q), n)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
+		return nil
+	})
 }
 
 // An SSE watch resumes across a leader change with Last-Event-ID: the
