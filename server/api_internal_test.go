@@ -290,19 +290,14 @@ func TestAPIWatchCaps(t *testing.T) {
 		t.Fatalf("third watch: %d %+v", resp.StatusCode, body)
 	}
 	cancels[0]()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitCond(t, "a closed stream's slot comes back", func() error {
 		resp, cancel := open()
-		code := resp.StatusCode
 		resp.Body.Close()
 		cancel()
-		if code == 200 {
-			break
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("watch: %d", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed stream's slot never came back: %d", code)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for the slot with a deadline
-	}
+		return nil
+	})
 	cancels[1]()
 }
