@@ -125,8 +125,7 @@ type Cells struct {
 
 // cellClient is one cell's Client, dialed once by whoever needs it first.
 type cellClient struct {
-	once sync.Once
-	done chan struct{}
+	done chan struct{} // closed when the dial ended; c and err are set
 	c    *Client
 	err  error
 }
@@ -202,11 +201,10 @@ func (x *Cells) cell(ctx context.Context, name string) (*Client, error) {
 		return nil, fmt.Errorf("%w: cell %q is not in the cell map", session.ErrWrongCell, name)
 	}
 	if cc == nil {
+		// The caller that makes the entry dials; later callers wait on
+		// done. Close waits on done too.
 		cc = &cellClient{done: make(chan struct{})}
 		x.clients[name] = cc
-	}
-	x.mu.Unlock()
-	cc.once.Do(func() {
 		go func() {
 			cfg := x.cfg.Config
 			cfg.Endpoints = slices.Clone(eps)
@@ -219,7 +217,8 @@ func (x *Cells) cell(ctx context.Context, name string) (*Client, error) {
 			x.mu.Unlock()
 			close(cc.done)
 		}()
-	})
+	}
+	x.mu.Unlock()
 	select {
 	case <-cc.done:
 		return cc.c, cc.err
