@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -49,14 +47,5 @@ func TestChaosMisrouteIsCaught(t *testing.T) {
 	cfg.Cells, cfg.InjectBug = 2, BugMisroute
 	cfg.Workloads, cfg.Workers = []string{WorkloadKV}, 1
 	cfg.Faults, cfg.Duration, cfg.Rogue = nil, 3*time.Second, false
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	defer logReport(t, rep, cfg.Out)
-	if !errors.Is(err, ErrViolations) {
-		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
-	}
-	if !strings.Contains(rep.violationKinds(), ViolationMisrouted) {
-		t.Fatalf("violations %q do not name %s", rep.violationKinds(), ViolationMisrouted)
-	}
+	runCaught(t, cfg, ViolationMisrouted)
 }

@@ -108,6 +108,24 @@ func logReport(t *testing.T, rep *Report, out string) {
 	}
 }
 
+// runCaught runs cfg, which plants cfg.InjectBug, and fails t unless the
+// run ends in ErrViolations naming kind. The report is logged (and the
+// output of a failed test kept) when the test ends.
+func runCaught(t *testing.T, cfg Config, kind string) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	t.Cleanup(func() { logReport(t, rep, cfg.Out) })
+	if !errors.Is(err, ErrViolations) {
+		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
+	}
+	if !strings.Contains(rep.violationKinds(), kind) {
+		t.Fatalf("violations %q do not name %s", rep.violationKinds(), kind)
+	}
+	return rep
+}
+
 func TestChaosRun(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Workers = 5
@@ -171,16 +189,7 @@ func TestChaosInjectedBugIsCaught(t *testing.T) {
 	cfg.InjectBug = BugSkipLock
 	cfg.Workloads, cfg.Workers = []string{WorkloadLocks}, 3
 	cfg.Faults, cfg.Duration = nil, 8*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	defer logReport(t, rep, cfg.Out)
-	if !errors.Is(err, ErrViolations) {
-		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
-	}
-	if !strings.Contains(rep.violationKinds(), ViolationLostUpdate) {
-		t.Fatalf("violations %q do not name %s", rep.violationKinds(), ViolationLostUpdate)
-	}
+	rep := runCaught(t, cfg, ViolationLostUpdate)
 	if rep.Passed || !strings.Contains(rep.Text(), "FAIL: ") {
 		t.Fatal("report of a failed run says it passed")
 	}
@@ -199,14 +208,5 @@ func TestChaosRogueAdminIsCaught(t *testing.T) {
 	cfg.InjectBug = BugRogueAdmin
 	cfg.Workloads, cfg.Workers = []string{WorkloadLocks, WorkloadElection}, 3
 	cfg.Faults, cfg.Duration = nil, 8*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	defer logReport(t, rep, cfg.Out)
-	if !errors.Is(err, ErrViolations) {
-		t.Fatalf("run with %s: err = %v, want ErrViolations", cfg.InjectBug, err)
-	}
-	if !strings.Contains(rep.violationKinds(), ViolationUnauthorized) {
-		t.Fatalf("violations %q do not name %s", rep.violationKinds(), ViolationUnauthorized)
-	}
+	runCaught(t, cfg, ViolationUnauthorized)
 }
