@@ -27,11 +27,7 @@ func TestCommandsDuringFailover(t *testing.T) {
 	}
 	cl := proc.StartCluster(t, 3)
 	leader := cl.WaitLeader(t)
-	var eps []string
-	for _, n := range cl.Nodes {
-		eps = append(eps, n.ClientAddr)
-	}
-	flags := []string{"--endpoints", strings.Join(eps, ","), "--ca", cl.Certs.CA, "--timeout", "10s"}
+	flags := []string{"--endpoints", strings.Join(cl.ClientAddrs(), ","), "--ca", cl.Certs.CA, "--timeout", "10s"}
 	if code, _, errOut := runCLI(append(flags, "create", "/cli")...); code != 0 {
 		t.Fatalf("create /cli: %s", errOut)
 	}

@@ -178,11 +178,7 @@ func TestSnapshotSaveUnderLoadAndRestore(t *testing.T) {
 // until every member has published its client address.
 func useCluster(t *testing.T, c *proc.Cluster) {
 	t.Helper()
-	var eps []string
-	for _, nd := range c.Nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
-	t.Setenv("LATCH_ENDPOINTS", strings.Join(eps, ","))
+	t.Setenv("LATCH_ENDPOINTS", strings.Join(c.ClientAddrs(), ","))
 	t.Setenv("LATCH_CA", c.Certs.CA)
 	cert, key, err := c.Certs.Client(proc.AdminName)
 	if err != nil {
@@ -199,13 +195,9 @@ func dialProc(t *testing.T, c *proc.Cluster) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var eps []string
-	for _, nd := range c.Nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
 	defer cancel()
-	cl, err := client.Dial(ctx, client.Config{Endpoints: eps, TLS: tlsConf, SessionTTL: time.Minute})
+	cl, err := client.Dial(ctx, client.Config{Endpoints: c.ClientAddrs(), TLS: tlsConf, SessionTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

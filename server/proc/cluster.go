@@ -85,6 +85,16 @@ func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 	return c
 }
 
+// ClientAddrs lists the members' client addresses, for a client's
+// Endpoints or the CLI's --endpoints.
+func (c *Cluster) ClientAddrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, nd := range c.Nodes {
+		addrs[i] = nd.ClientAddr
+	}
+	return addrs
+}
+
 // WaitLeader waits until one running member reports itself the ready
 // leader and every other running member names it, and returns its index.
 // Paused members are left out.

@@ -28,9 +28,7 @@ func startCells(tb testing.TB, n, members int) (client.CellMap, client.Config) {
 		if err != nil || !pool.AppendCertsFromPEM(pem) {
 			tb.Fatalf("cell %s CA: %v", name, err)
 		}
-		for _, nd := range cl.Nodes {
-			m[name] = append(m[name], nd.ClientAddr)
-		}
+		m[name] = cl.ClientAddrs()
 	}
 	tlsConf, err := session.ClientTLS("", "", "")
 	if err != nil {

@@ -28,11 +28,7 @@ func TestScenariosOnRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var eps []string
-	for _, n := range cl.Nodes {
-		eps = append(eps, n.ClientAddr)
-	}
-	ccfg := client.Config{Endpoints: eps, TLS: tlsConf, SessionTTL: 3 * time.Second}
+	ccfg := client.Config{Endpoints: cl.ClientAddrs(), TLS: tlsConf, SessionTTL: 3 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	check, err := client.Dial(ctx, ccfg)
