@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -162,12 +163,7 @@ func (c *cmdCtx) continueEnding() error {
 	if len(ix.ending) == 0 {
 		return nil
 	}
-	ids := make([]uint64, 0, len(ix.ending))
-	for id := range ix.ending {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(ix.ending)) {
 		if c.endBudget <= 0 {
 			break
 		}
