@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/latch-io/latch/server/adminapi"
-
 	"errors"
 	"strings"
 	"testing"
@@ -69,24 +67,6 @@ func TestConfigValidate(t *testing.T) {
 		err := c.Validate()
 		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.field+":") {
 			t.Errorf("%s: Validate() = %v, want ErrBadConfig naming %s", tt.field, err, tt.field)
-		}
-	}
-}
-
-func TestJoinURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:7422":          "https://127.0.0.1:7422",
-		"https://10.0.0.2:7422":   "https://10.0.0.2:7422",
-		"https://h:1/ignored":     "https://h:1",
-		"https://[::1]:7422/v1/x": "https://[::1]:7422",
-	} {
-		if got, err := adminapi.BaseURL(in); err != nil || got != want {
-			t.Errorf("adminapi.BaseURL(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "https://", "host", "gopher://h:1", "http://10.0.0.2:7422"} {
-		if got, err := adminapi.BaseURL(in); err == nil {
-			t.Errorf("adminapi.BaseURL(%q) = %q, want error", in, got)
 		}
 	}
 }
