@@ -54,12 +54,7 @@ func applyDefaults(fs *flag.FlagSet, getenv func(string) string) error {
 			return err
 		}
 	}
-	var names []string
-	for name := range globalNames {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedGlobals() {
 		v := getenv(envName(name))
 		if v == "" {
 			continue
@@ -117,11 +112,23 @@ func applyConfigFile(flags *flag.FlagSet, path string, named bool) error {
 	return nil
 }
 
-func globalList() string {
+// sortedGlobals lists the global flags' names in order.
+func sortedGlobals() []string {
 	var names []string
 	for name := range globalNames {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	return strings.Join(names, ", ")
+	return names
+}
+
+func globalList() string { return strings.Join(sortedGlobals(), ", ") }
+
+// envList lists the global flags' environment variables, for the usage.
+func envList() string {
+	var envs []string
+	for _, name := range sortedGlobals() {
+		envs = append(envs, envName(name))
+	}
+	return strings.Join(envs, ", ")
 }

@@ -328,10 +328,10 @@ func mainUsage(w io.Writer, fs *flag.FlagSet) {
 	var b strings.Builder
 	fs.VisitAll(func(f *flag.Flag) { printFlag(&b, f) })
 	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n%s", b.String())
-	fmt.Fprintf(w, "\nEvery global flag can also be set in the environment (LATCH_ENDPOINTS, LATCH_CA, LATCH_CERT,\n"+
-		"LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT, LATCH_OUTPUT) or in a JSON config file\n"+
-		"($LATCH_CONFIG, else latch/config.json in the user's config folder) whose keys are the flag names.\n"+
-		"The command line wins over the environment, which wins over the file.\n")
+	fmt.Fprintf(w, "\nEvery global flag can also be set in the environment\n  %s\n"+
+		"or in a JSON config file ($LATCH_CONFIG, else latch/config.json in the user's config folder)\n"+
+		"whose keys are the flag names.\n"+
+		"The command line wins over the environment, which wins over the file.\n", envList())
 	fmt.Fprintf(w, "\nExit status: 0 on success, 1 on any error.\n")
 }
 
