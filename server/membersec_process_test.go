@@ -36,13 +36,9 @@ func procClient(t *testing.T, c *proc.Cluster) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var eps []string
-	for _, nd := range c.Nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
 	defer cancel()
-	cl, err := client.Dial(ctx, client.Config{Endpoints: eps, TLS: conf})
+	cl, err := client.Dial(ctx, client.Config{Endpoints: c.ClientAddrs(), TLS: conf})
 	if err != nil {
 		t.Fatal(err)
 	}
