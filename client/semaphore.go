@@ -81,15 +81,8 @@ func (m *Semaphore) acquire(ctx context.Context, try bool) error {
 // stop (Release). The watch is registered before the node is looked at,
 // so a deletion in between is not missed.
 func (m *Semaphore) guard(node string, lost, stop chan struct{}) {
-	ctx, cancel := context.WithCancel(m.c.ctx)
+	ctx, cancel := withCancelOn(m.c.ctx, stop)
 	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
 	gone := func() bool {
 		ok, _, err := m.c.Exists(ctx, node)
 		return err == nil && !ok

@@ -112,10 +112,16 @@ func (s *Session) Done() <-chan struct{} { return s.tr.Done() }
 // a semaphore node) that must outlast a leader change, since what it
 // undoes lives exactly as long as the session.
 func (s *Session) lifeCtx() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(s.c.ctx)
+	return withCancelOn(s.c.ctx, s.Done())
+}
+
+// withCancelOn returns a context that ends with parent, when done closes,
+// or when cancel is called; its goroutine ends with the context.
+func withCancelOn(parent context.Context, done <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
 	go func() {
 		select {
-		case <-s.Done():
+		case <-done:
 			cancel()
 		case <-ctx.Done():
 		}
