@@ -152,7 +152,7 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 		if len(cmd.RequestID) > maxRequestIDBytes {
 			return fmt.Errorf("%w: lock request id of %d bytes, max %d", ErrBadCommand, len(cmd.RequestID), maxRequestIDBytes)
 		}
-		if q := ix.byReqID[ownKey{cmd.Session, cmd.RequestID}]; q != nil {
+		if q := ix.byReqID[reqIDKey{cmd.Session, cmd.RequestID}]; q != nil {
 			if q.lockPath() != cmd.Path || q.mode != cmd.Mode {
 				return fmt.Errorf("%w: %q is %s (%s), not a %s lock on %s", ErrBadRequestID, cmd.RequestID, q.node, q.mode, cmd.Mode, cmd.Path)
 			}

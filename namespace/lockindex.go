@@ -51,7 +51,7 @@ type lockIndex struct {
 	byNode    map[string]*lockReq   // live requests (not phantoms) by node path
 	bySession map[uint64][]*lockReq // live requests by session, unordered
 	ownCounts ownCounts             // live requests by session and path
-	byReqID   map[ownKey]*lockReq   // live requests by session and request id
+	byReqID   map[reqIDKey]*lockReq // live requests by session and request id
 	pending   lockSet               // runnable, not granted, by revision
 	timers    lockSet               // hold deadlines and lock-delay ends, by (time, revision)
 	ending    map[uint64]lockCause  // ended sessions with nodes left (session.go)
@@ -107,7 +107,7 @@ func newLockIndex() *lockIndex {
 		byNode:    map[string]*lockReq{},
 		bySession: map[uint64][]*lockReq{},
 		ownCounts: ownCounts{},
-		byReqID:   map[ownKey]*lockReq{},
+		byReqID:   map[reqIDKey]*lockReq{},
 		ending:    map[uint64]lockCause{},
 	}
 }
@@ -123,6 +123,13 @@ type ownKey struct {
 }
 
 type ownCount struct{ at, atX, under, underX int }
+
+// reqIDKey names a live request by its session and the client's request
+// id (byReqID).
+type reqIDKey struct {
+	session uint64
+	id      string
+}
 
 func (oc ownCounts) change(q *lockReq, d int) {
 	x := 0
@@ -273,7 +280,7 @@ func (ix *lockIndex) unlink(q *lockReq) {
 func (ix *lockIndex) sessionAdd(q *lockReq) {
 	ix.ownCounts.change(q, 1)
 	if q.reqID != "" {
-		ix.byReqID[ownKey{q.session, q.reqID}] = q
+		ix.byReqID[reqIDKey{q.session, q.reqID}] = q
 	}
 	q.sidx = len(ix.bySession[q.session])
 	ix.bySession[q.session] = append(ix.bySession[q.session], q)
@@ -286,7 +293,7 @@ func (ix *lockIndex) sessionDelete(q *lockReq) {
 	if i := q.sidx; i < len(reqs) && reqs[i] == q {
 		ix.ownCounts.change(q, -1)
 		if q.reqID != "" {
-			delete(ix.byReqID, ownKey{q.session, q.reqID})
+			delete(ix.byReqID, reqIDKey{q.session, q.reqID})
 		}
 		last := len(reqs) - 1
 		moved := reqs[last]

@@ -162,7 +162,7 @@ func (s *Store) CountLocks() (LockCounts, error) {
 // id by its client, ok false when there is none.
 func (s *Store) LockByRequestID(session uint64, id string) (node string, ok bool, err error) {
 	err = s.readLocks(func(ix *lockIndex) error {
-		if q := ix.byReqID[ownKey{session, id}]; q != nil {
+		if q := ix.byReqID[reqIDKey{session, id}]; q != nil {
 			node, ok = q.node, true
 		}
 		return nil
