@@ -106,14 +106,14 @@ type lockOp struct {
 
 func (c *cmdCtx) locks() *lockIndex { return c.b.s.locks }
 
-// lockRequest queues a request: it creates the lock path and its missing
-// ancestors as persistent nodes, then the request node
-// Path/lock-x-NNNNNNNNNN (lock-s- when shared), ephemeral and owned by the
-// session, holding cmd.Data.
 // maxRequestIDBytes bounds a lock request id (it is stored with the
 // request).
 const maxRequestIDBytes = 64
 
+// lockRequest queues a request: it creates the lock path and its missing
+// ancestors as persistent nodes, then the request node
+// Path/lock-x-NNNNNNNNNN (lock-s- when shared), ephemeral and owned by the
+// session, holding cmd.Data.
 func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 	l := c.limits()
 	switch {
@@ -168,7 +168,7 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 		return fmt.Errorf("%w: %s lock on %s conflicts with %s (%s)",
 			ErrWouldDeadlock, cmd.Mode, cmd.Path, own.node, own.mode)
 	}
-	if cmd.Try && !c.locks().wouldRun(cmd.Path, cmd.Mode) {
+	if cmd.Try && !ix.wouldRun(cmd.Path, cmd.Mode) {
 		return fmt.Errorf("%w: %s (%s lock not granted at once; nothing queued)", ErrLocked, cmd.Path, cmd.Mode)
 	}
 	// Missing ancestors first, top down; create refuses an ephemeral
