@@ -172,25 +172,12 @@ func Open(cfg Config) (*Store, error) {
 		valueThreshold: valueThreshold,
 		failed:         make(chan struct{}),
 	}
-	if err := s.verify(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.loadMeta(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.loadLimits(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.loadLocks(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.loadACL(); err != nil {
-		db.Close()
-		return nil, err
+	// verify first: nothing is loaded from a store that fails its checksums.
+	for _, load := range []func() error{s.verify, s.loadMeta, s.loadLimits, s.loadLocks, s.loadACL} {
+		if err := load(); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
