@@ -159,19 +159,7 @@ func (s *Store) Restore(r io.Reader) error {
 		return err
 	}
 	s.broken = nil
-	if err := s.loadMeta(); err != nil {
-		s.broken = err
-		return err
-	}
-	if err := s.loadLimits(); err != nil {
-		s.broken = err
-		return err
-	}
-	if err := s.loadLocks(); err != nil {
-		s.broken = err
-		return err
-	}
-	if err := s.loadACL(); err != nil {
+	if err := s.loadState(); err != nil {
 		s.broken = err
 		return err
 	}

@@ -173,13 +173,27 @@ func Open(cfg Config) (*Store, error) {
 		failed:         make(chan struct{}),
 	}
 	// verify first: nothing is loaded from a store that fails its checksums.
-	for _, load := range []func() error{s.verify, s.loadMeta, s.loadLimits, s.loadLocks, s.loadACL} {
-		if err := load(); err != nil {
-			db.Close()
-			return nil, err
-		}
+	err = s.verify()
+	if err == nil {
+		err = s.loadState()
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	return s, nil
+}
+
+// loadState reads what the store keeps in memory from badger: the meta
+// keys, the settings, the lock index and the ACL table. Open and Restore
+// both call it, so the two cannot disagree on what is derived.
+func (s *Store) loadState() error {
+	for _, load := range []func() error{s.loadMeta, s.loadLimits, s.loadLocks, s.loadACL} {
+		if err := load(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadMeta creates the root on a fresh database and reads the applied index
