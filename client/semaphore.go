@@ -326,53 +326,39 @@ func createPath(ctx context.Context, c *Client, path string) error {
 // requests need none: they carry request ids the server deduplicates.)
 var claims = struct {
 	sync.Mutex
-	m map[*Session]map[string]claimer
-}{m: map[*Session]map[string]claimer{}}
+	m map[*Session]map[string]*Semaphore
+}{m: map[*Session]map[string]*Semaphore{}}
 
-// claimer is a recipe value that owns request nodes of one session.
-type claimer interface{ owner() *Session }
+// claim records that m owns node, unless another semaphore does.
+func claim(m *Semaphore, node string) { claimIfFree(m, node) }
 
-func (m *Semaphore) owner() *Session { return m.s }
-
-func claim(h claimer, node string) {
+// claimIfFree claims node for m and reports whether m owns it now.
+func claimIfFree(m *Semaphore, node string) bool {
 	claims.Lock()
 	defer claims.Unlock()
-	set := claims.m[h.owner()]
-	if set == nil {
-		set = map[string]claimer{}
-		claims.m[h.owner()] = set
-	}
-	if set[node] == nil {
-		set[node] = h
-	}
-}
-
-func claimIfFree(h claimer, node string) bool {
-	claims.Lock()
-	defer claims.Unlock()
-	set := claims.m[h.owner()]
+	set := claims.m[m.s]
 	if set[node] != nil {
-		return set[node] == h
+		return set[node] == m
 	}
 	if set == nil {
-		set = map[string]claimer{}
-		claims.m[h.owner()] = set
+		set = map[string]*Semaphore{}
+		claims.m[m.s] = set
 	}
-	set[node] = h
+	set[node] = m
 	return true
 }
 
-func unclaim(h claimer, node string) {
+func unclaim(m *Semaphore, node string) {
 	if node == "" {
 		return
 	}
 	claims.Lock()
 	defer claims.Unlock()
-	set := claims.m[h.owner()]
-	if set[node] == h {
+	set := claims.m[m.s]
+	if set[node] == m {
 		delete(set, node)
 		if len(set) == 0 {
-			delete(claims.m, h.owner())
+			delete(claims.m, m.s)
 		}
 	}
 }
