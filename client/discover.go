@@ -54,7 +54,7 @@ type attempt struct {
 // not; between rounds it waits electionPoll while an election runs, else
 // a jittered exponential backoff.
 func (c *Client) connect() *link {
-	redirects := map[string]int{}
+	hops := redirects{}
 	var refusedSince time.Time
 	round := 0
 	for {
@@ -93,8 +93,8 @@ func (c *Client) connect() *link {
 				// sessions yet, between the probe and the resume.
 				sv.electing = true
 			}
-			if r.leader != "" && redirects[r.leader] < c.cfg.MaxRedirects {
-				redirects[r.leader]++
+			if r.leader != "" && hops[r.leader] < c.cfg.MaxRedirects {
+				hops[r.leader]++
 				c.setHint(r.leader)
 				continue
 			}
