@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 
@@ -143,23 +142,14 @@ func formatData(d []byte) string {
 // dumpACL lists the ACL meta and rules from the transaction (not the
 // in-memory table, so a table that drifted from badger shows).
 func dumpACL(w io.Writer, txn *badger.Txn) error {
-	item, err := txn.Get(metaACL)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil // not bootstrapped: version 1 state
+	v, ok, err := getValue(txn, metaACL)
+	if err != nil || !ok {
+		return err // !ok: not bootstrapped, version 1 state
 	}
-	if err != nil {
-		return err
+	if len(v) != 2 {
+		return fmt.Errorf("%w: acl meta %x", ErrStorage, v)
 	}
-	err = itemValue(item, func(v []byte) error {
-		if len(v) != 2 {
-			return fmt.Errorf("%w: acl meta %x", ErrStorage, v)
-		}
-		fmt.Fprintf(w, "acl enforced default=%s\n", Perm(v[1]))
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	fmt.Fprintf(w, "acl enforced default=%s\n", Perm(v[1]))
 	return scan(txn, []byte{spaceACL}, func(k, v []byte) error {
 		i := bytes.IndexByte(k[1:], 0)
 		if i < 0 || len(v) != 1 {
