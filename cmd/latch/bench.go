@@ -12,6 +12,7 @@ import (
 
 	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/cmd/latch/bench"
+	"github.com/latch-io/latch/session"
 )
 
 func init() {
@@ -73,6 +74,12 @@ The leader's admin address for sessions comes from the member list (its
 http address); give --admin HOST:PORT when members do not publish one.
 With -o json the report is one JSON document (durations in ms).
 
+all --baseline-endpoints E1,E2,... [--baseline-ca FILE] [--rounds N]
+compares two clusters in one run (two builds, say, each started with
+cmd/latch/bench/testdata/cluster.sh at its own BASE): every row runs on
+both, one right after the other, the order alternating by round, for N
+rounds (default 1 here); the table lists each round's figures side by side.
+
 With --cells FILE, contended runs in every cell of the map at once (each
 cell's clients contend for locks of their cell, under
 /CELL/latch-bench-<random>) and reports the aggregate cycles/s, the highest
@@ -97,7 +104,10 @@ the leader's admin /metrics before and after the window).`,
 			fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow non-loopback endpoints and --admin")
 			var fc bench.FailoverConfig
 			fs.IntVar(&fc.Members, "members", bench.DefaultFailoverMembers, "failover: latchd processes to start")
-			fs.IntVar(&fc.Rounds, "rounds", bench.DefaultFailoverRounds, "failover: leader failures")
+			fs.IntVar(&fc.Rounds, "rounds", bench.DefaultFailoverRounds, "failover: leader failures; all with --baseline-endpoints: rounds")
+			var baseline baselineFlags
+			fs.StringVar(&baseline.endpoints, "baseline-endpoints", "", "all: also measure the cluster at these endpoints, row by row alternating with this one, and compare")
+			fs.StringVar(&baseline.ca, "baseline-ca", "", "all: CA file of the --baseline-endpoints cluster (default --ca)")
 			fs.IntVar(&fc.Waiters, "waiters", bench.DefaultFailoverWaiters, "failover: clients queued behind the holder")
 			signal := fs.String("signal", "kill", "failover: kill (SIGKILL) or stop (SIGSTOP) the leader, or partition it from the other members")
 			fs.StringVar(&fc.LatchdBin, "latchd-bin", "", "failover: latchd binary (default: go build ./cmd/latchd)")
@@ -153,6 +163,15 @@ the leader's admin /metrics before and after the window).`,
 					}
 					defer pprof.StopCPUProfile()
 				}
+				if cfg.Scenario == bench.ScenarioAll && baseline.endpoints != "" {
+					rounds := 1 // the failover default is not this mode's
+					fs.Visit(func(f *flag.Flag) {
+						if f.Name == "rounds" {
+							rounds = fc.Rounds
+						}
+					})
+					return runCompare(ctx, e, cfg, baseline, rounds)
+				}
 				if cfg.Scenario == bench.ScenarioAll {
 					return runAll(ctx, e, cfg)
 				}
@@ -192,5 +211,38 @@ func runAll(ctx context.Context, e *env, cfg bench.Config) error {
 		fmt.Fprintln(e.stdout)
 	})
 	bench.WriteSummary(e.stdout, reps)
+	return err
+}
+
+// baselineFlags name the cluster `latch bench all` compares with.
+type baselineFlags struct{ endpoints, ca string }
+
+// runCompare runs `latch bench all --baseline-endpoints`: every row on the
+// baseline cluster and on this one, alternating, then the side-by-side
+// table (or, with -o json, {"baseline": rounds, "this": rounds}).
+func runCompare(ctx context.Context, e *env, cfg bench.Config, b baselineFlags, rounds int) error {
+	bcfg := cfg
+	bcfg.Client.Endpoints = nil
+	for _, ep := range strings.Split(b.endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			bcfg.Client.Endpoints = append(bcfg.Client.Endpoints, ep)
+		}
+	}
+	if b.ca != "" {
+		tlsConf, err := session.ClientTLS(b.ca, e.g.cert, e.g.key)
+		if err != nil {
+			return err
+		}
+		bcfg.Client.TLS = tlsConf
+	}
+	bcfg.Admin = "" // the baseline's own leader, from its member list
+	got, was, err := bench.RunCompare(ctx, cfg, bcfg, rounds)
+	if e.g.output == "json" {
+		if eerr := e.emit(map[string][][]*bench.Report{"baseline": was, "this": got}, nil); eerr != nil {
+			return eerr
+		}
+		return err
+	}
+	bench.WriteCompare(e.stdout, got, was)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -88,32 +89,112 @@ func RunAll(ctx context.Context, base Config, each func(*Report)) ([]*Report, er
 func WriteSummary(w io.Writer, reps []*Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHAT\tFIGURE")
-	row := func(what, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", what, fmt.Sprintf(format, a...)) }
 	for _, r := range reps {
-		if r.Failed != "" {
-			row(r.Scenario, "FAILED: %s", r.Failed)
-			continue
+		for _, f := range figures(r) {
+			fmt.Fprintf(tw, "%s\t%s\n", f.what, f.value)
 		}
-		switch {
-		case r.Scenario == ScenarioLock:
-			row("uncontended acquire p50", "%s", p50(r, "acquire"))
-			row("uncontended release p50", "%s", p50(r, "release"))
-		case r.Scenario == ScenarioSet && r.Concurrency == 1:
-			row("set p50", "%s", p50(r, "set"))
-		case r.Scenario == ScenarioSet:
-			row(fmt.Sprintf("%d proposers (sets)", r.Concurrency), "%s commits/s, p50 %s", num(r.OpsPerSec), p50(r, "set"))
-		case r.Scenario == ScenarioWatch:
-			row("put start → watch event p50", "%s", p50(r, "put→event"))
-		case r.Scenario == ScenarioContended && r.Contention != nil:
-			c := r.Contention
-			fair := "unbounded"
-			if c.Fairness != nil {
-				fair = strconv.FormatFloat(*c.Fairness, 'f', 2, 64)
+	}
+	tw.Flush()
+}
+
+// figure is one line of the summary: what was measured, and the figure.
+type figure struct{ what, value string }
+
+// figures are the summary lines of one report of RunAll.
+func figures(r *Report) []figure {
+	if r.Failed != "" {
+		return []figure{{r.Scenario, "FAILED: " + r.Failed}}
+	}
+	one := func(what, format string, a ...any) []figure { return []figure{{what, fmt.Sprintf(format, a...)}} }
+	switch {
+	case r.Scenario == ScenarioLock:
+		return []figure{{"uncontended acquire p50", p50(r, "acquire")}, {"uncontended release p50", p50(r, "release")}}
+	case r.Scenario == ScenarioSet && r.Concurrency == 1:
+		return one("set p50", "%s", p50(r, "set"))
+	case r.Scenario == ScenarioSet:
+		return one(fmt.Sprintf("%d proposers (sets)", r.Concurrency), "%s commits/s, p50 %s", num(r.OpsPerSec), p50(r, "set"))
+	case r.Scenario == ScenarioWatch:
+		return one("put start → watch event p50", "%s", p50(r, "put→event"))
+	case r.Scenario == ScenarioContended && r.Contention != nil:
+		c := r.Contention
+		fair := "unbounded"
+		if c.Fairness != nil {
+			fair = strconv.FormatFloat(*c.Fairness, 'f', 2, 64)
+		}
+		return one(fmt.Sprintf("%d clients (%d conns) on %d locks", c.Clients, r.Conns, c.Locks),
+			"%s cycles/s, acquire p99 %s, fairness %s", num(r.OpsPerSec), pct(r, "acquire", 99), fair)
+	case r.Scenario == ScenarioSessions:
+		return one(fmt.Sprintf("%d sessions on %d conns", r.Ops, r.Conns), "%s opened/s", num(r.OpsPerSec))
+	}
+	return nil
+}
+
+// RunCompare runs every row of RunAll rounds times against two clusters,
+// base (the cluster under test) and baseline (what it is compared with),
+// row by row and alternating which of the two goes first, so that both
+// see the same moments of a noisy machine. It returns the reports per
+// round, in AllConfigs order, for base and for baseline.
+func RunCompare(ctx context.Context, base, baseline Config, rounds int) (got, was [][]*Report, err error) {
+	var errs []error
+	run := func(cfg Config) *Report {
+		rep, err := Run(ctx, cfg)
+		if err != nil {
+			errs = append(errs, err)
+			return &Report{Scenario: cfg.Scenario, Concurrency: cfg.Concurrency, Conns: cfg.Conns, Failed: err.Error()}
+		}
+		return rep
+	}
+	bs, ws := AllConfigs(base), AllConfigs(baseline)
+	for r := range max(rounds, 1) {
+		var g, w []*Report
+		for i := range bs {
+			if ctx.Err() != nil {
+				return got, was, errors.Join(append(errs, ctx.Err())...)
 			}
-			row(fmt.Sprintf("%d clients (%d conns) on %d locks", c.Clients, r.Conns, c.Locks),
-				"%s cycles/s, acquire p99 %s, fairness %s", num(r.OpsPerSec), pct(r, "acquire", 99), fair)
-		case r.Scenario == ScenarioSessions:
-			row(fmt.Sprintf("%d sessions on %d conns", r.Ops, r.Conns), "%s opened/s", num(r.OpsPerSec))
+			if r%2 == 0 {
+				w = append(w, run(ws[i]))
+				g = append(g, run(bs[i]))
+			} else {
+				g = append(g, run(bs[i]))
+				w = append(w, run(ws[i]))
+			}
+		}
+		got, was = append(got, g), append(was, w)
+	}
+	return got, was, errors.Join(errs...)
+}
+
+// WriteCompare writes RunCompare's reports: one line per figure, with
+// every round's figure for the baseline and for the cluster under test.
+func WriteCompare(w io.Writer, got, was [][]*Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHAT\tROUND\tBASELINE\tTHIS CLUSTER")
+	if len(got) == 0 {
+		tw.Flush()
+		return
+	}
+	value := func(fs []figure, j int) string {
+		if len(fs) == 1 && strings.HasPrefix(fs[0].value, "FAILED") {
+			return fs[0].value
+		}
+		if j < len(fs) {
+			return fs[j].value
+		}
+		return "-"
+	}
+	for i := range got[0] {
+		// The row's lines are named by a round where it did not fail.
+		names := figures(got[0][i])
+		for round := range got {
+			if fs := figures(got[round][i]); len(fs) > len(names) {
+				names = fs
+			}
+		}
+		for j, name := range names {
+			for round := range got {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", name.what, round+1,
+					value(figures(was[round][i]), j), value(figures(got[round][i]), j))
+			}
 		}
 	}
 	tw.Flush()

@@ -48,3 +48,48 @@ func TestSummaryNamesFailedRuns(t *testing.T) {
 		t.Fatalf("summary:\n%s", out)
 	}
 }
+
+// TestCompareTable: `latch bench all --baseline-endpoints` lists every
+// round's figure of each row for both clusters on one line, the baseline
+// first, and a row that failed on one side says so on that side only.
+func TestCompareTable(t *testing.T) {
+	set := func(p50 time.Duration) *Report {
+		return &Report{Scenario: ScenarioSet, Concurrency: 1, Latency: []OpLatency{{Op: "set", Latency: Latency{P50: Millis(p50)}}}}
+	}
+	lock := func(acq, rel time.Duration) *Report {
+		return &Report{Scenario: ScenarioLock, Latency: []OpLatency{
+			{Op: "acquire", Latency: Latency{P50: Millis(acq)}}, {Op: "release", Latency: Latency{P50: Millis(rel)}}}}
+	}
+	failed := &Report{Scenario: ScenarioLock, Failed: "latch: no leader"}
+	was := [][]*Report{{lock(900*time.Microsecond, 910*time.Microsecond), set(800 * time.Microsecond)}, {failed, set(810 * time.Microsecond)}}
+	got := [][]*Report{{lock(700*time.Microsecond, 710*time.Microsecond), set(600 * time.Microsecond)}, {lock(720*time.Microsecond, 730*time.Microsecond), set(610 * time.Microsecond)}}
+	var b strings.Builder
+	WriteCompare(&b, got, was)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := [][]string{
+		{"uncontended acquire p50", "1", "0.900ms", "0.700ms"},
+		{"uncontended acquire p50", "2", "FAILED: latch: no leader", "0.720ms"},
+		{"uncontended release p50", "1", "0.910ms", "0.710ms"},
+		{"uncontended release p50", "2", "FAILED: latch: no leader", "0.730ms"},
+		{"set p50", "1", "0.800ms", "0.600ms"},
+		{"set p50", "2", "0.810ms", "0.610ms"},
+	}
+	if len(lines) != len(want)+1 {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	for i, w := range want {
+		l := lines[i+1]
+		rest, ok := strings.CutPrefix(l, w[0])
+		if !ok {
+			t.Errorf("line %d %q: want it to start with %q", i+1, l, w[0])
+			continue
+		}
+		if f := strings.Fields(rest); f[0] != w[1] {
+			t.Errorf("line %d %q: round %s, want %s", i+1, l, f[0], w[1])
+		}
+		b, g := strings.Index(rest, w[2]), strings.LastIndex(rest, w[3])
+		if b < 0 || g < 0 || b > g {
+			t.Errorf("line %d %q: want baseline %s, then this cluster's %s", i+1, l, w[2], w[3])
+		}
+	}
+}
