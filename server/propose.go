@@ -50,7 +50,12 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	}
 	start := time.Now()
 	f := s.raft.Apply(data, timeout)
-	if err := waitFuture(ctx, f); err != nil {
+	// Waited for directly, not through waitFuture: raft resolves every
+	// apply future (applied, leadership lost, shut down) within a commit
+	// or a leader lease, and a caller that gave up meanwhile could learn
+	// nothing more from an early return than "unknown outcome". This saves
+	// a goroutine and a wake-up on every write.
+	if err := f.Error(); err != nil {
 		s.metrics.proposed("error", start)
 		if failed := s.Err(); failed != nil {
 			// This member stopped serving while the entry was in flight;
