@@ -5,13 +5,12 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
-	gometricsprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics live in prometheus' default registry, which also carries the Go
 // and process collectors, and raft's own go-metrics series through a global
-// sink. Both registrations are process-wide, so they happen once; a member
+// sink (raftSink). Both registrations are process-wide, so they happen once; a member
 // adds itself to memberCollector and labels its series with its id.
 var (
 	registerOnce sync.Once
@@ -45,12 +44,8 @@ func (s *Server) countRefused(what string) {
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		prometheus.MustRegister(proposalsTotal, proposalSeconds, verifiesTotal, refusedTotal, members)
-		sink, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{Name: "latch_raft_sink"})
-		if err != nil {
-			// Only possible if something else registered the same sink.
-			return
-		}
+		sink := &raftSink{series: map[uint64][]*raftSeries{}}
+		prometheus.MustRegister(proposalsTotal, proposalSeconds, verifiesTotal, refusedTotal, members, sink)
 		conf := gometrics.DefaultConfig("")
 		conf.EnableHostname = false
 		conf.EnableRuntimeMetrics = false // the Go collector covers these

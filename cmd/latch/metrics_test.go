@@ -95,9 +95,6 @@ func TestMetrics(t *testing.T) {
 	}
 	exported := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (latch_[a-z_]+) (\w+)`).FindAllStringSubmatch(body, -1) {
-		if strings.HasPrefix(m[1], "latch_raft_sink") {
-			continue // raft's own go-metrics series
-		}
 		exported[m[1]] = true
 	}
 	var missing, stale []string
