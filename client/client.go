@@ -58,7 +58,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		tls:      tlsConf,
-		tcfg:     transportConfig(cfg.FailureTimeout),
+		tcfg:     transportConfig(cfg.FailureTimeout, cfg.IdleFailureTimeout),
 		ready:    make(chan struct{}),
 		sessions: make(map[uint64]*Session),
 		kaWake:   make(chan struct{}, 1),
@@ -80,16 +80,23 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // transportConfig makes the connection notice a silent member within
-// failure: QUIC pings the member when it heard nothing for a quarter of
-// it and closes the connection when, after that ping, it heard nothing for
-// the other three quarters (quic-go starts the idle timer at the first
+// failure while a call waits on it (session.Config.FailureTimeout: pings
+// are QUIC datagrams the member echoes, sent only then), and within idle
+// otherwise: QUIC pings the member when it heard nothing for a third of
+// idle and closes the connection when, after that ping, it heard nothing
+// for the other two thirds (quic-go starts the idle timer at the first
 // ack-eliciting packet sent after the last one received). The member
 // negotiates the same idle timeout, so it drops a silent client as fast.
-// A member that does not answer a handshake for three times as long (at
+// A member that does not answer a handshake for three times failure (at
 // least a second: a loaded member may be slow to start one) is skipped.
-func transportConfig(failure time.Duration) session.Config {
-	ping := failure / 4
-	return session.Config{MaxIdleTimeout: failure - ping, KeepAlivePeriod: ping, HandshakeTimeout: max(3*failure, time.Second)}
+func transportConfig(failure, idle time.Duration) session.Config {
+	ping := idle / 3
+	return session.Config{
+		FailureTimeout:   failure,
+		MaxIdleTimeout:   idle - ping,
+		KeepAlivePeriod:  ping,
+		HandshakeTimeout: max(3*failure, time.Second),
+	}
 }
 
 // Session returns the default session opened by Dial: Client calls that

@@ -34,12 +34,23 @@ type Config struct {
 	// DialTimeout bounds one connection attempt: QUIC and TLS handshake,
 	// Hello and resuming the sessions. Default 5s.
 	DialTimeout time.Duration
-	// FailureTimeout is how long the connection to the leader may stay
-	// silent before the client gives the member up and looks for the
-	// leader again; QUIC pings after a quarter of it. Lower notices a dead
-	// leader sooner and costs more pings (about four per FailureTimeout
-	// per idle connection, each answered). Default 300ms.
+	// FailureTimeout is how long the leader may stay silent while a call
+	// waits on it (a request in flight, a lock wait, a watch) before the
+	// client gives the member up and looks for the leader again; the
+	// client pings after a quarter of it without an answer. Lower notices
+	// a dead leader sooner and costs more pings (about four per
+	// FailureTimeout per waiting connection, each answered). Default
+	// 300ms.
 	FailureTimeout time.Duration
+	// IdleFailureTimeout is how long a connection on which nothing waits
+	// (sessions and held locks only) may stay silent before the client
+	// gives the member up; QUIC pings after a third of it, when no
+	// keepalive went by. Sessions renew at TTL/3, and a waiting renewal
+	// is watched with FailureTimeout, so this bounds the detection of a
+	// dead leader only for a connection without sessions. The member
+	// drops a silent client after two thirds of it. Default 10s; at least
+	// FailureTimeout.
+	IdleFailureTimeout time.Duration
 	// MaxRedirects bounds how many times one request or connection
 	// attempt follows a "not the leader" answer naming the same leader
 	// (a redirect loop) before giving up; a new leader starts a new
@@ -60,15 +71,16 @@ type Config struct {
 // DefaultConfig returns a Config with every default filled in.
 func DefaultConfig() Config {
 	return Config{
-		Endpoints:      []string{DefaultEndpoint},
-		SessionTTL:     10 * time.Second,
-		DialTimeout:    5 * time.Second,
-		FailureTimeout: 300 * time.Millisecond,
-		MaxRedirects:   5,
-		MinBackoff:     20 * time.Millisecond,
-		MaxBackoff:     time.Second,
-		ClientName:     filepath.Base(os.Args[0]),
-		Logger:         slog.New(slog.DiscardHandler),
+		Endpoints:          []string{DefaultEndpoint},
+		SessionTTL:         10 * time.Second,
+		DialTimeout:        5 * time.Second,
+		FailureTimeout:     300 * time.Millisecond,
+		IdleFailureTimeout: 10 * time.Second,
+		MaxRedirects:       5,
+		MinBackoff:         20 * time.Millisecond,
+		MaxBackoff:         time.Second,
+		ClientName:         filepath.Base(os.Args[0]),
+		Logger:             slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -85,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FailureTimeout == 0 {
 		c.FailureTimeout = d.FailureTimeout
+	}
+	if c.IdleFailureTimeout == 0 {
+		c.IdleFailureTimeout = max(d.IdleFailureTimeout, c.FailureTimeout)
 	}
 	if c.MaxRedirects == 0 {
 		c.MaxRedirects = d.MaxRedirects
@@ -130,6 +145,10 @@ func (c Config) Validate() error {
 		return bad("FailureTimeout", "%v is negative", c.FailureTimeout)
 	case c.FailureTimeout > 0 && c.FailureTimeout < 30*time.Millisecond:
 		return bad("FailureTimeout", "%v is below 30ms: QUIC would drop healthy connections", c.FailureTimeout)
+	case c.IdleFailureTimeout < 0:
+		return bad("IdleFailureTimeout", "%v is negative", c.IdleFailureTimeout)
+	case c.IdleFailureTimeout > 0 && c.IdleFailureTimeout < max(c.FailureTimeout, 30*time.Millisecond):
+		return bad("IdleFailureTimeout", "%v is below FailureTimeout %v (or 30ms)", c.IdleFailureTimeout, c.FailureTimeout)
 	case c.MaxRedirects < 0:
 		return bad("MaxRedirects", "%d is negative", c.MaxRedirects)
 	case c.MinBackoff < 0:

@@ -33,9 +33,17 @@
 // complete; requests of a session that expired meanwhile fail with
 // ErrSessionExpired.
 //
-// A dead or silent leader is noticed within FailureTimeout (300ms): QUIC
-// pings the member after a quarter of it without hearing anything and
-// closes the connection when the rest passes without an answer. A member
+// A dead or silent leader is noticed within FailureTimeout (300ms) while
+// a call waits on it: a request in flight (a session renewal too), a lock
+// wait, an election, barrier or semaphore wait, an open watch. The client
+// then pings the member (a QUIC datagram the member echoes) after a
+// quarter of it without an echo and closes the connection when three
+// quarters pass after an unanswered ping. An idle connection (sessions
+// and held locks, nothing waiting) is watched by QUIC alone, within
+// IdleFailureTimeout (10s): it pings after a third of it without hearing
+// anything, which session renewals (every TTL/3) usually make needless.
+// Each renewal is a waiting call, so a session never goes longer than
+// TTL/3 plus FailureTimeout without noticing a dead leader. A member
 // that answers ErrNotLeader naming the leader sends the call there, at
 // most MaxRedirects times per leader named (a redirect loop), however
 // many leader changes the call lives through; one that knows no leader
@@ -165,8 +173,18 @@
 //     roots and no certificate. No file in the working directory changes a
 //     program's trust: finding `latchd --dev`'s CA is the CLI's own,
 //     explicit feature (cmd/latch/dev.go).
-//   - Silence is detected by QUIC itself (keep-alive pings, idle
-//     timeout), not by extra requests: an idle connection costs about four
-//     pings and their acks per FailureTimeout, with no stream, goroutine or
-//     decoding on the server.
+//   - Silence is detected in two speeds (session/liveness.go). Fast
+//     detection costs about eight datagrams per FailureTimeout (pings and
+//     echoes), so it runs only while a call waits, when a failover is felt;
+//     a connection that waits for nothing costs QUIC's keep-alive only
+//     (none while renewals go by). Pinging every connection at
+//     FailureTimeout/4 made 5,000 idle connections 130,000 packets/s at the
+//     leader, which starved its raft heartbeats. The ping is a QUIC
+//     datagram, not a request: no stream and no decoding on the server,
+//     authenticated like the rest of the connection, and it is echoed by
+//     the member's connection goroutine itself, so a slow leader that
+//     still runs is not given up while a commit takes long. The
+//     connection's lock notices stream does not count as waiting: a held
+//     lock's end after a failover is noticed within IdleFailureTimeout, or
+//     with the next renewal.
 package client

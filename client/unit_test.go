@@ -51,6 +51,9 @@ func TestConfigValidate(t *testing.T) {
 		{"tiny ttl", Config{SessionTTL: time.Millisecond}, "SessionTTL"},
 		{"negative redirects", Config{MaxRedirects: -1}, "MaxRedirects"},
 		{"backoff inverted", Config{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{"negative idle failure", Config{IdleFailureTimeout: -time.Second}, "IdleFailureTimeout"},
+		{"idle failure below failure", Config{FailureTimeout: time.Second, IdleFailureTimeout: 500 * time.Millisecond}, "IdleFailureTimeout"},
+		{"idle failure equal to failure", Config{FailureTimeout: time.Second, IdleFailureTimeout: time.Second}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -67,6 +70,25 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), Config{SessionTTL: -1}); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("Dial with a bad config: %v", err)
+	}
+}
+
+// The QUIC keep-alive follows IdleFailureTimeout, not FailureTimeout
+// (which the watchdog uses while calls wait), and every derived transport
+// config is valid.
+func TestTransportConfig(t *testing.T) {
+	for _, cfg := range []Config{{}, {FailureTimeout: 30 * time.Millisecond, IdleFailureTimeout: 30 * time.Millisecond}, {FailureTimeout: 20 * time.Second}} {
+		cfg = cfg.withDefaults()
+		tc := transportConfig(cfg.FailureTimeout, cfg.IdleFailureTimeout)
+		if err := tc.Validate(); err != nil {
+			t.Fatalf("%v/%v: %v", cfg.FailureTimeout, cfg.IdleFailureTimeout, err)
+		}
+		if tc.FailureTimeout != cfg.FailureTimeout || tc.KeepAlivePeriod+tc.MaxIdleTimeout != cfg.IdleFailureTimeout || tc.KeepAlivePeriod != cfg.IdleFailureTimeout/3 {
+			t.Fatalf("%v/%v: transport %+v", cfg.FailureTimeout, cfg.IdleFailureTimeout, tc)
+		}
+	}
+	if d := DefaultConfig(); d.IdleFailureTimeout != 10*time.Second {
+		t.Fatalf("default IdleFailureTimeout %v", d.IdleFailureTimeout)
 	}
 }
 

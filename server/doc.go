@@ -135,9 +135,12 @@
 //     lease table and is ready. A follower names a leader (NotLeaderError,
 //     probe answers) only while it heard from it within half a heartbeat
 //     timeout, so clients are told "no leader yet", never the dead one.
-//  3. Clients notice (225-300ms, in parallel with 1-2): their QUIC
-//     connection pings after a quarter of client.Config.FailureTimeout
-//     (300ms) of silence and closes after the rest (package client).
+//  3. Clients notice (225-300ms, in parallel with 1-2): while a call
+//     waits, the client pings (a QUIC datagram the member echoes, see
+//     session.(*Conn).EchoPings) after a quarter of
+//     client.Config.FailureTimeout (300ms) of silence and closes after the
+//     rest (package client); idle connections only after
+//     IdleFailureTimeout (10s).
 //  4. Clients reconnect (a few ms): they probe every member at once with
 //     one datagram (probe.go, session.Probe), dial only the member that
 //     answers it is the ready leader, say Hello and resume their sessions;

@@ -416,12 +416,15 @@ func (c *clientConn) checkSession(id uint64) error {
 // goroutine, at most MaxRequestsPerConn at once. It returns when the
 // connection ends, after every stream goroutine has.
 func (c *clientConn) serve() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer c.conn.CloseWithError(session.ConnClosed, "")
+	// Echo liveness pings from the start: a client pings while its Hello
+	// waits too.
+	wg.Go(c.conn.EchoPings)
 	if !c.hello() {
 		return
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	idle := c.idleTimer()
 	defer idle.Stop()
 	for {

@@ -144,7 +144,9 @@
 // Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (requests
 // in flight per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
 // HandshakeTimeout 10s (silence during the handshake; the whole handshake
-// is bounded by twice that). Zero fields take the default; Validate names
+// is bounded by twice that), FailureTimeout off (clients: the fast
+// watchdog while a call waits, liveness.go; servers echo its pings on
+// every connection). Zero fields take the default; Validate names
 // the bad field. Clients accept no streams from the server.
 //
 // # No 0-RTT, no resumption

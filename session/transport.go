@@ -26,6 +26,14 @@ type Config struct {
 	// MaxIdleTimeout closes a connection that heard nothing for this long.
 	// Default 30s.
 	MaxIdleTimeout time.Duration
+	// FailureTimeout (clients only) closes a connection whose member
+	// stopped answering while a call waited on it: a request in flight or
+	// a streaming request open, except the lock notices stream. While one
+	// waits, the client pings after a quarter of it without an answer
+	// (one QUIC datagram that the member echoes, see EchoPings). An idle
+	// connection sends no such pings; KeepAlivePeriod and MaxIdleTimeout
+	// guard it. Default 0: off.
+	FailureTimeout time.Duration
 	// HandshakeTimeout bounds the QUIC+TLS handshake: a peer silent for
 	// this long during it is dropped, and no handshake may take more than
 	// twice this. Default 10s.
@@ -58,6 +66,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxIdleTimeout %v is negative", ErrBadConfig, c.MaxIdleTimeout)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("%w: HandshakeTimeout %v is negative", ErrBadConfig, c.HandshakeTimeout)
+	case c.FailureTimeout < 0:
+		return fmt.Errorf("%w: FailureTimeout %v is negative", ErrBadConfig, c.FailureTimeout)
+	case c.FailureTimeout > 0 && c.FailureTimeout < 4*time.Millisecond:
+		return fmt.Errorf("%w: FailureTimeout %v is below 4ms", ErrBadConfig, c.FailureTimeout)
 	}
 	c = c.withDefaults()
 	if c.KeepAlivePeriod >= c.MaxIdleTimeout {
@@ -88,7 +100,8 @@ func (c Config) withDefaults() Config {
 
 // ServerQUICConfig returns the quic-go configuration of a server listener.
 // Clients may open MaxIncomingStreams request streams at once and no
-// unidirectional ones: the protocol has none.
+// unidirectional ones: the protocol has none. Datagrams carry liveness
+// pings (EchoPings).
 func ServerQUICConfig(c Config) *quic.Config {
 	c = c.withDefaults()
 	return &quic.Config{
@@ -97,6 +110,7 @@ func ServerQUICConfig(c Config) *quic.Config {
 		KeepAlivePeriod:       c.KeepAlivePeriod,
 		MaxIncomingStreams:    c.MaxIncomingStreams,
 		MaxIncomingUniStreams: -1,
+		EnableDatagrams:       true,
 	}
 }
 
@@ -110,6 +124,7 @@ func ClientQUICConfig(c Config) *quic.Config {
 		KeepAlivePeriod:       c.KeepAlivePeriod,
 		MaxIncomingStreams:    -1,
 		MaxIncomingUniStreams: -1,
+		EnableDatagrams:       c.FailureTimeout > 0,
 	}
 }
 
@@ -142,6 +157,7 @@ const (
 type Conn struct {
 	*quic.Conn
 	maxFrame int
+	dog      *watchdog // client side with Config.FailureTimeout, else nil
 }
 
 // MaxFrameSize is the largest frame body this side reads on c.
@@ -229,7 +245,12 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*C
 	if err != nil {
 		return nil, fmt.Errorf("latch: dial %s: %w", addr, err)
 	}
-	return &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize}, nil
+	conn := &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize}
+	if cfg.FailureTimeout > 0 && qc.ConnectionState().SupportsDatagrams.Remote {
+		conn.dog = newWatchdog(conn, cfg.FailureTimeout)
+		go conn.dog.run() // ends with the connection
+	}
+	return conn, nil
 }
 
 func pinTLS(c *tls.Config) *tls.Config {
@@ -299,6 +320,7 @@ func ctxErr(ctx context.Context, err error) error {
 // ErrFrameTooLarge when req exceeds conn's frame limit, ErrMalformed,
 // io.ErrUnexpectedEOF (wrapped), or the QUIC error.
 func RoundTrip(ctx context.Context, conn *Conn, req *Request) (*Response, error) {
+	defer conn.dog.begin()()
 	str, stop, err := send(ctx, conn, req)
 	if err != nil {
 		return nil, err
@@ -329,6 +351,7 @@ type StreamReader struct {
 	ctx  context.Context
 	str  *quic.Stream
 	stop func() bool
+	done func() // the stream stopped waiting on the member (watchdog)
 	max  int
 	err  error // sticky: once set, Next returns it
 }
@@ -336,12 +359,19 @@ type StreamReader struct {
 // OpenStreaming sends req on a new stream of conn and returns a reader of
 // its response frames. The stream lives until the server ends it, ctx
 // ends, or Close.
+// Every stream but the lock notices stream counts as a call waiting on
+// the member until it ends (Config.FailureTimeout).
 func OpenStreaming(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
+	done := func() {}
+	if req.Type != MsgLockNotices {
+		done = conn.dog.begin()
+	}
 	str, stop, err := send(ctx, conn, req)
 	if err != nil {
+		done()
 		return nil, err
 	}
-	return &StreamReader{ctx: ctx, str: str, stop: stop, max: conn.maxFrame}, nil
+	return &StreamReader{ctx: ctx, str: str, stop: stop, done: done, max: conn.maxFrame}, nil
 }
 
 // Next returns the next frame. A frame carrying an error code ends the
@@ -373,6 +403,7 @@ func (s *StreamReader) Next() (*Response, error) {
 func (s *StreamReader) finish(err error, code quic.StreamErrorCode) {
 	s.err = err
 	s.stop()
+	s.done()
 	abort(s.str, code)
 }
 
@@ -380,6 +411,7 @@ func (s *StreamReader) finish(err error, code quic.StreamErrorCode) {
 // (a lock waiter withdraws its request, a watch is removed).
 func (s *StreamReader) Close() error {
 	s.stop()
+	s.done()
 	abort(s.str, StreamCanceled)
 	return nil
 }

@@ -1,0 +1,203 @@
+package session
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Liveness: how a client notices a silent member fast without pinging
+// idle connections.
+//
+// QUIC's own keep-alive and idle timeout (Config.KeepAlivePeriod,
+// MaxIdleTimeout) are the slow guard: they run all the time, so they must
+// be cheap with thousands of idle connections. Fast detection
+// (Config.FailureTimeout) is only worth its packets while a call waits on
+// the member: a request in flight or a streaming request open (a lock
+// wait, a watch). While one does, the client's watchdog sends a ping, one
+// QUIC DATAGRAM carrying its send time, each time a quarter of
+// FailureTimeout passes without an echo of a newer ping, and closes the
+// connection when no ping sent within the last FailureTimeout was echoed.
+// The member echoes every ping it receives (EchoPings). An echo proves
+// the member was alive when its ping was sent, however late the client
+// reads it, so echoes queued while idle never vouch for the present.
+//
+// Datagrams are inside the connection: encrypted and authenticated, not
+// retransmitted (a lost ping is followed by the next), congestion
+// controlled, and queued in bounded quic-go queues on both sides (a
+// flooding peer loses datagrams, never grows memory). A member that does
+// not negotiate datagrams gets no pings: its clients fall back to the
+// idle timeout.
+//
+// The connection's lock notices stream (MsgLockNotices) is open for the
+// connection's life and waits for nothing in particular: it does not
+// count as a waiting call, so a client holding locks and nothing else
+// sends no fast pings.
+
+// pingSize is the size of a ping and its echo: the client's send time, in
+// nanoseconds since the watchdog started. Larger datagrams are not
+// echoed.
+const pingSize = 8
+
+// watchdog closes a client connection whose member stopped echoing
+// pings while a call waited. One goroutine per connection, ending with
+// it.
+type watchdog struct {
+	conn    *Conn
+	failure time.Duration
+	start   time.Time
+	waiting atomic.Int64
+	wake    chan struct{} // buffered 1: a call started waiting
+	pings   atomic.Uint64 // pings sent, for tests and metrics
+}
+
+func newWatchdog(conn *Conn, failure time.Duration) *watchdog {
+	return &watchdog{conn: conn, failure: failure, start: time.Now(), wake: make(chan struct{}, 1)}
+}
+
+// begin counts a call waiting on the connection; call the returned func
+// (once) when it stops waiting.
+func (w *watchdog) begin() func() {
+	if w == nil {
+		return func() {}
+	}
+	if w.waiting.Add(1) == 1 {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) {
+			w.waiting.Add(-1)
+		}
+	}
+}
+
+func (w *watchdog) since() time.Duration { return time.Since(w.start) }
+
+// run waits for calls and watches the member while any waits.
+func (w *watchdog) run() {
+	ctx := w.conn.Context()
+	for {
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return
+		}
+		if !w.watch(ctx) {
+			return
+		}
+	}
+}
+
+// watch pings while calls wait. It returns false when it closed the
+// connection or the connection ended.
+//
+// The member gets three quarters of FailureTimeout after the first ping
+// it left unanswered, counted by this goroutine: when the goroutine
+// itself runs late (a loaded machine), it pings before it gives up, and
+// it reads any echo already queued before closing.
+func (w *watchdog) watch(ctx context.Context) bool {
+	quarter := w.failure / 4
+	// Silence is counted from now at the earliest: an idle connection
+	// heard nothing for long, rightly.
+	heard := w.since()
+	pinged, unanswered := time.Duration(-1), time.Duration(-1) // send times: the last ping, the oldest one after heard
+	for w.waiting.Load() > 0 {
+		now := w.since()
+		if now-heard >= quarter && (pinged <= heard || now-pinged >= quarter) {
+			w.ping(now)
+			pinged = now
+			if unanswered < 0 {
+				unanswered = now
+			}
+		}
+		if unanswered >= 0 && now-heard >= w.failure && now-unanswered >= w.failure-quarter {
+			if !w.receive(ctx, time.Millisecond, &heard) {
+				if ctx.Err() == nil {
+					w.conn.CloseWithError(ConnClosed, fmt.Sprintf("latch: member silent for %v while a call waited", w.failure))
+				}
+				return false
+			}
+		} else {
+			next := heard + quarter
+			if pinged > heard {
+				next = pinged + quarter
+			}
+			if unanswered >= 0 {
+				next = min(next, max(heard+w.failure, unanswered+w.failure-quarter))
+			}
+			w.receive(ctx, next-now, &heard)
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if heard >= unanswered {
+			unanswered = -1
+		}
+	}
+	return true
+}
+
+// ping sends one ping stamped with its send time.
+func (w *watchdog) ping(now time.Duration) {
+	var buf [pingSize]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(now))
+	if w.conn.SendDatagram(buf[:]) == nil {
+		w.pings.Add(1)
+	}
+}
+
+// receive waits up to d for an echo and moves heard to its ping's send
+// time. An echo already queued is returned at once whatever d.
+func (w *watchdog) receive(ctx context.Context, d time.Duration, heard *time.Duration) bool {
+	rctx, cancel := context.WithTimeout(ctx, max(d, time.Millisecond))
+	defer cancel()
+	echo, err := w.conn.ReceiveDatagram(rctx)
+	if err != nil || len(echo) != pingSize {
+		return false
+	}
+	// An echo can only carry a time this side sent (QUIC authenticates
+	// it); a buggy member's echo from the future vouches for no more
+	// than now.
+	*heard = max(*heard, min(time.Duration(binary.BigEndian.Uint64(echo)), w.since()))
+	return true
+}
+
+// EchoPings answers the client's liveness pings (see watchdog) until the
+// connection ends: every datagram of pingSize is sent back as it came.
+// Servers run it on every connection that negotiated datagrams; it costs
+// a goroutine blocked on the connection and nothing per idle second.
+func (c *Conn) EchoPings() {
+	if !c.ConnectionState().SupportsDatagrams.Remote {
+		return
+	}
+	ctx := c.Context()
+	for {
+		b, err := c.ReceiveDatagram(ctx)
+		if err != nil {
+			return
+		}
+		if len(b) != pingSize {
+			continue
+		}
+		// SendDatagram blocks while quic-go's send queue is full: a peer
+		// that pings faster than the path carries is slowed, not buffered.
+		if err := c.SendDatagram(b); err != nil {
+			return
+		}
+	}
+}
+
+// Pings returns how many liveness pings this side sent on c (0 on a
+// server connection or without Config.FailureTimeout).
+func (c *Conn) Pings() uint64 {
+	if c.dog == nil {
+		return 0
+	}
+	return c.dog.pings.Load()
+}

@@ -1,0 +1,251 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// pingServer serves liveness tests: Sync and Lock wait until the client
+// cancels, LockNotices acknowledges and then waits, Get answers at once.
+// It echoes pings (counting them per connection, in accept order) until
+// mute is set, which makes the member look stopped: the requests stay
+// unanswered and the pings unechoed, while QUIC itself still acknowledges
+// packets.
+type pingServer struct {
+	ln     *Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mute   atomic.Bool
+	mu     sync.Mutex
+	pings  []*atomic.Int64 // per accepted connection
+}
+
+func startPingServer(t *testing.T) (*pingServer, *tls.Config) {
+	t.Helper()
+	srvTLS, cliTLS := devTLS(t)
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &pingServer{ln: ln, ctx: ctx, cancel: cancel}
+	s.wg.Go(s.acceptLoop)
+	t.Cleanup(func() {
+		cancel()
+		ln.Close()
+		s.wg.Wait()
+	})
+	return s, cliTLS
+}
+
+func (s *pingServer) acceptLoop() {
+	for {
+		conn, err := s.ln.Accept(s.ctx)
+		if err != nil {
+			return
+		}
+		n := new(atomic.Int64)
+		s.mu.Lock()
+		s.pings = append(s.pings, n)
+		s.mu.Unlock()
+		s.wg.Go(func() { s.echo(conn, n) })
+		s.wg.Go(func() {
+			for {
+				str, err := conn.AcceptStream(s.ctx)
+				if err != nil {
+					return
+				}
+				s.wg.Go(func() { s.serveStream(str, conn) })
+			}
+		})
+	}
+}
+
+// echo is EchoPings with a count and a mute switch.
+func (s *pingServer) echo(conn *Conn, n *atomic.Int64) {
+	for {
+		b, err := conn.ReceiveDatagram(s.ctx)
+		if err != nil {
+			return
+		}
+		n.Add(1)
+		if !s.mute.Load() {
+			_ = conn.SendDatagram(b)
+		}
+	}
+}
+
+func (s *pingServer) serveStream(str *quic.Stream, conn *Conn) {
+	defer EndStream(str)
+	req, err := ReadRequest(str, conn.MaxFrameSize())
+	if err != nil {
+		Reject(str, err)
+		return
+	}
+	switch req.Type {
+	case MsgGet:
+		if !s.mute.Load() {
+			Reply(str, &Response{Path: req.Path})
+			return
+		}
+	case MsgLockNotices:
+		if err := WriteResponse(str, &Response{}); err != nil {
+			return
+		}
+	}
+	select {
+	case <-str.Context().Done():
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *pingServer) received(i int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= len(s.pings) {
+		return 0
+	}
+	return s.pings[i].Load()
+}
+
+// waitCall runs RoundTrip of req on conn in the background.
+func waitCall(ctx context.Context, conn *Conn, req *Request) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := RoundTrip(ctx, conn, req)
+		done <- err
+	}()
+	return done
+}
+
+func TestWatchdogClosesSilentMember(t *testing.T) {
+	s, cli := startPingServer(t)
+	const failure = 100 * time.Millisecond
+	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: failure})
+	call := waitCall(testCtx(t), conn, &Request{Type: MsgSync})
+	// A member that answers pings but not (yet) the call is alive: the
+	// connection outlives several FailureTimeouts.
+	waitPings(t, conn, 12) // 3 FailureTimeouts
+	s.mute.Store(true)
+	muted := time.Now()
+	select {
+	case err := <-call:
+		if err == nil {
+			t.Fatal("call to a silent member succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("call to a silent member still waits after 10s")
+	}
+	took := time.Since(muted)
+	<-conn.Context().Done()
+	if cause := context.Cause(conn.Context()); !strings.Contains(cause.Error(), "member silent") {
+		t.Fatalf("connection closed by %v, want the watchdog", cause)
+	}
+	// FailureTimeout plus scheduling on a loaded machine; QUIC's own idle
+	// timeout (30s here) would take far longer.
+	if took > 10*failure {
+		t.Errorf("silent member noticed after %v, FailureTimeout %v", took, failure)
+	}
+}
+
+func TestWatchdogIdleConnectionSendsNoPings(t *testing.T) {
+	s, cli := startPingServer(t)
+	const failure = 60 * time.Millisecond
+	addr := s.ln.Addr().String()
+	idle := dialTest(t, addr, cli, Config{FailureTimeout: failure}) // server conn 0
+	ctx := testCtx(t)
+	if _, err := RoundTrip(ctx, idle, &Request{Type: MsgGet, Path: "/x"}); err != nil {
+		t.Fatal(err)
+	}
+	// A standing lock notices stream (held locks) is not a waiting call.
+	notices, err := OpenStreaming(ctx, idle, &Request{Type: MsgLockNotices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notices.Close()
+	if _, err := notices.Next(); err != nil {
+		t.Fatal(err)
+	}
+	busy := dialTest(t, addr, cli, Config{FailureTimeout: failure})
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
+	waitCall(bctx, busy, &Request{Type: MsgSync})
+	waitPings(t, busy, 20) // 5 FailureTimeouts
+	if n, got := idle.Pings(), s.received(0); n != 0 || got != 0 {
+		t.Fatalf("idle connection sent %d pings (member got %d), want 0", n, got)
+	}
+
+	// The same connection pings while a call waits, and stops after.
+	wctx, wcancel := context.WithCancel(ctx)
+	call := waitCall(wctx, idle, &Request{Type: MsgSync})
+	waitFor(t, "pings while a call waits", func() bool { return idle.Pings() >= 2 && s.received(0) >= 2 })
+	wcancel()
+	<-call
+	after := idle.Pings()
+	target := busy.Pings() + 20
+	waitPings(t, busy, target)
+	// At most the one the watchdog was about to send as the call ended.
+	if n := idle.Pings(); n > after+1 {
+		t.Fatalf("connection sent %d pings after its call ended, want at most 1", n-after)
+	}
+}
+
+func TestEchoPingsEchoesPingsOnly(t *testing.T) {
+	srvTLS, cliTLS := devTLS(t)
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx := testCtx(t)
+	go func() {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		conn.EchoPings()
+	}()
+	conn := dialTest(t, ln.Addr().String(), cliTLS, Config{FailureTimeout: time.Minute})
+	for _, b := range [][]byte{[]byte("not a ping"), []byte("12345678")} {
+		if err := conn.SendDatagram(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	echo, err := conn.ReceiveDatagram(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(echo) != "12345678" {
+		t.Fatalf("echo %q, want the ping only", echo)
+	}
+}
+
+func TestConfigValidateFailureTimeout(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, time.Millisecond} {
+		if err := (Config{FailureTimeout: d}).Validate(); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "FailureTimeout") {
+			t.Errorf("FailureTimeout %v: Validate = %v, want ErrBadConfig naming it", d, err)
+		}
+	}
+}
+
+// waitPings waits until conn sent n pings, all answered: the connection
+// must stay open.
+func waitPings(t *testing.T, conn *Conn, n uint64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d pings", n), func() bool {
+		if err := context.Cause(conn.Context()); err != nil {
+			t.Fatalf("connection to a member that echoes closed after %d pings: %v", conn.Pings(), err)
+		}
+		return conn.Pings() >= n
+	})
+}
