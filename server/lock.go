@@ -14,7 +14,9 @@ package server
 //     node) and, when it goes away (hold TTL, node deleted, session
 //     ended, released), queues a notice for that connection, delivered on
 //     its one MsgLockNotices stream, so a client learns at once that it
-//     lost a lock. A held lock costs the member two map entries.
+//     lost a lock. A held lock costs the member two map entries. A release
+//     that the following connection asked for itself (MsgLockRelease) is
+//     no news to it: its answer says so, and no notice follows.
 //   - A stream the client resets while its connection lives is a client
 //     that gave up: the request is withdrawn, or the lock released when
 //     the grant raced the reset (OpLockCancel does both). A reset that
@@ -123,7 +125,10 @@ func (w *lockWaiter) state() (granted bool, token uint64, gone string) {
 // it and the notices of those that went away, waiting for its notices
 // stream. Both are bounded by the locks granted to the connection.
 type connLocks struct {
-	nodes     map[string]struct{}
+	nodes map[string]struct{}
+	// releasing: the nodes this connection asked to release (MsgLockRelease
+	// in flight); their release is not noticed to it.
+	releasing map[string]int
 	pending   []session.Response
 	wake      chan struct{} // capacity 1
 	streaming bool          // a MsgLockNotices stream is open
@@ -146,7 +151,7 @@ func (l *lockService) follow(c *clientConn, node string) {
 func (l *lockService) connState(c *clientConn) *connLocks {
 	cl := l.conns[c]
 	if cl == nil {
-		cl = &connLocks{nodes: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+		cl = &connLocks{nodes: map[string]struct{}{}, releasing: map[string]int{}, wake: make(chan struct{}, 1)}
 		l.conns[c] = cl
 	}
 	return cl
@@ -170,7 +175,7 @@ func (l *lockService) connClosed(c *clientConn) {
 }
 
 // gone queues the notice that node went away for the connection that
-// follows it. l.mu is held.
+// follows it, unless that connection released it itself. l.mu is held.
 func (l *lockService) gone(node, why string) {
 	cl := l.held[node]
 	if cl == nil {
@@ -178,10 +183,33 @@ func (l *lockService) gone(node, why string) {
 	}
 	delete(l.held, node)
 	delete(cl.nodes, node)
+	if why == goneReleased && cl.releasing[node] > 0 {
+		return
+	}
 	cl.pending = append(cl.pending, session.Response{Lock: session.LockGone, Node: node, Message: why})
 	select {
 	case cl.wake <- struct{}{}:
 	default:
+	}
+}
+
+// releaseBy marks node as being released by c's own request until the
+// returned func runs: its release is then not noticed to c. A connection
+// that follows no lock has nothing to mark.
+func (l *lockService) releaseBy(c *clientConn, node string) (done func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cl := l.conns[c]
+	if cl == nil {
+		return func() {}
+	}
+	cl.releasing[node]++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if cl.releasing[node]--; cl.releasing[node] <= 0 {
+			delete(cl.releasing, node)
+		}
 	}
 }
 
@@ -590,6 +618,7 @@ func (l *lockService) release(_ context.Context, c *clientConn, req *session.Req
 		}
 		node = n
 	}
+	defer l.releaseBy(c, node)()
 	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockCancel, Path: node, Session: req.Session, Identity: c.identity})
 	if err != nil {
 		return nil, err

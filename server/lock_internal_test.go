@@ -302,13 +302,21 @@ func TestLockProtocol(t *testing.T) {
 	if n := s.front.locks.heldCount(); n != 1 {
 		t.Fatalf("%d held locks followed", n)
 	}
+	// a holds /q too and deletes its node before its notices stream opens.
+	qs, qg, err := a.lock(ctx, session.Request{Path: "/q"})
+	qs.Close()
+	if err != nil || qg.Lock != session.LockGranted {
+		t.Fatalf("lock /q: %+v %v", qg, err)
+	}
+	a.rt(ctx, &session.Request{Type: session.MsgDelete, Path: qg.Node, Version: namespace.AnyVersion})
 	notes, err := a.notices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// /p's release before the stream opened waited for it.
-	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != pg.Node || n.Message != goneReleased {
-		t.Fatalf("queued notice: %+v %v", n, err)
+	// /q's deletion before the stream opened waited for it; /p's release
+	// by a itself was no news to a and left no notice before it.
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != qg.Node || n.Message != goneLost {
+		t.Fatalf("queued notice: %+v %v (released /p is %s)", n, err, pg.Node)
 	}
 	sq := &session.Sequencer{Path: "/l", Token: g.Token, Session: a.id}
 	if !b.rt(ctx, &session.Request{Type: session.MsgCheckSequencer, Sequencer: sq}).Valid {
@@ -340,9 +348,17 @@ func TestLockProtocol(t *testing.T) {
 	if _, _, err := b.lock(ctx, session.Request{Path: "/l", Node: g.Node}); !errors.Is(err, session.ErrNotHeld) {
 		t.Fatalf("b re-attaching to a's request: %v", err)
 	}
+	// a holds /r as well; a's own release of /l is no news to a, the
+	// deletion of /r is: the next notice is /r's.
+	rs, rg, err := a.lock(ctx, session.Request{Path: "/r"})
+	rs.Close()
+	if err != nil || rg.Lock != session.LockGranted {
+		t.Fatalf("lock /r: %+v %v", rg, err)
+	}
 	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node})
-	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != g.Node || n.Message != goneReleased {
-		t.Fatalf("holder's notice after release: %+v %v", n, err)
+	a.rt(ctx, &session.Request{Type: session.MsgDelete, Path: rg.Node, Version: namespace.AnyVersion})
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != rg.Node || n.Message != goneLost {
+		t.Fatalf("holder's next notice after its own release of %s: %+v %v", g.Node, n, err)
 	}
 	// One notices stream per connection.
 	if _, err := a.notices(ctx); !errors.Is(err, session.ErrBusy) {
@@ -390,7 +406,7 @@ func TestLockProtocol(t *testing.T) {
 	if _, err := wait.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("b's stream after the grant: %v", err)
 	}
-	b.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: bg.Node})
+	b.rt(ctx, &session.Request{Type: session.MsgDelete, Path: bg.Node, Version: namespace.AnyVersion})
 	bn, err := b.notices(ctx)
 	if err != nil {
 		t.Fatal(err)
