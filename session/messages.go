@@ -121,11 +121,12 @@ const (
 	// one per connection; it takes no request slot). A MsgLock stream ends
 	// at the grant: a held lock is no request in flight. The server then
 	// follows the held lock for the connection that was granted it (or
-	// that re-attached to it last) and, when it goes away (released,
-	// lost, deleted), sends one frame on this stream: Lock=LockGone,
-	// Node, Message (why). Notices for a connection wait for its stream,
-	// at most one per lock it was granted. The first frame (no Lock)
-	// acknowledges the stream. After a reconnection the client re-attaches
+	// that re-attached to it last) and, when it goes away (lost, deleted,
+	// or released by a MsgLockRelease of another connection: a release
+	// the connection asked for itself is answered, not noticed), sends one
+	// frame on this stream: Lock=LockGone, Node, Message (why). Notices
+	// for a connection wait for its stream, at most one per lock it was
+	// granted. The first frame (no Lock) acknowledges the stream. After a reconnection the client re-attaches
 	// to its held locks (MsgLock with Node) on the new connection.
 	MsgLockNotices MsgType = 40
 
