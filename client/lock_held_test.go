@@ -3,8 +3,11 @@ package client
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/server/servertest"
 )
 
 // A held lock occupied one of its connection's request slots: a client
@@ -66,5 +69,68 @@ func TestHeldLocksTakeNoRequestSlot(t *testing.T) {
 			t.Fatalf("unlock %d closed Lost: %v", i, m.Err())
 		default:
 		}
+	}
+}
+
+// A held lock costs the client no goroutine (the follower watches each
+// session that holds locks, not each lock), and a session's end loses
+// its own locks only: another session's on the same client stay held.
+func TestSessionEndLosesOnlyItsLocks(t *testing.T) {
+	tc := startCluster(t, 1, clusterOptions{})
+	c := tc.dial(time.Second)
+	ctx := testCtx(t)
+	ending, err := c.NewSession(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staying := c.Session()
+	kept := NewMutex(staying, "/ends/kept")
+	if err := kept.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const n = 100
+	locks := make([]*Mutex, n)
+	for i := range locks {
+		locks[i] = NewMutex(ending, fmt.Sprintf("/ends/%d", i))
+		if err := locks[i].Lock(ctx); err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+	}
+	servertest.Eventually(t, "goroutines to settle", func() error {
+		if grew := runtime.NumGoroutine() - before; grew >= n/2 {
+			return fmt.Errorf("%d more goroutines while %d more locks are held", grew, n)
+		}
+		return nil
+	})
+	ending.Orphan()
+	for i, m := range locks {
+		select {
+		case <-m.Lost():
+			if !errors.Is(m.Err(), ErrLockLost) || !errors.Is(m.Err(), ErrSessionClosed) {
+				t.Fatalf("lock %d lost with %v", i, m.Err())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("lock %d not lost when its session ended", i)
+		}
+	}
+	select {
+	case <-kept.Lost():
+		t.Fatalf("another session's end lost this session's lock: %v", kept.Err())
+	default:
+	}
+	if err := kept.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A lock taken after the session's end is lost at once.
+	late := NewMutex(staying, "/ends/late")
+	if err := late.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	staying.Orphan()
+	select {
+	case <-late.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lock of a session that ended later was not lost")
 	}
 }

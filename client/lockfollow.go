@@ -15,7 +15,10 @@ import (
 // reports a held lock's end on one MsgLockNotices stream per connection.
 // The follower keeps that stream open on the current link, re-attaches
 // the held locks granted on an older link to the current one (MsgLock with
-// Node), and closes Lost() of a lock that went away.
+// Node), and closes Lost() of a lock that went away. One goroutine per
+// session that holds locks (watchSession) loses them when the session
+// ends; it lives as long as the session, so that taking a lock starts no
+// goroutine.
 type lockFollower struct {
 	c *Client
 
@@ -26,7 +29,9 @@ type lockFollower struct {
 	early   map[string]error
 	earlyQ  []string
 	started bool
-	kick    chan struct{} // capacity 1: some hold is not attached to the current link
+	serving *link             // the link the notices stream is open on; nil when none
+	watched map[*Session]bool // sessions watchSession watches
+	kick    chan struct{}     // capacity 1: some hold is not attached to the current link
 }
 
 // maxEarlyNotices bounds the notices kept for nodes not followed.
@@ -40,28 +45,67 @@ type followed struct {
 }
 
 func newLockFollower(c *Client) *lockFollower {
-	return &lockFollower{c: c, holds: map[string]*followed{}, early: map[string]error{}, kick: make(chan struct{}, 1)}
+	return &lockFollower{c: c, holds: map[string]*followed{}, early: map[string]error{}, watched: map[*Session]bool{},
+		kick: make(chan struct{}, 1)}
 }
 
-// add follows hd, granted on link l.
+// add follows hd, granted on link l. It reports false when the client is
+// closed.
 func (f *lockFollower) add(h *lockHandle, hd *hold, l *link) bool {
 	f.mu.Lock()
 	if err, ok := f.early[hd.node]; ok {
 		delete(f.early, hd.node)
 		f.mu.Unlock()
 		hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, h.path, err))
-		hd.stop()
 		return true
 	}
 	f.holds[hd.node] = &followed{h: h, hd: hd, link: l}
 	start := !f.started
 	f.started = true
+	watch := !f.watched[h.s]
+	f.watched[h.s] = true
+	// The notices stream serves l already: nothing to re-attach. (serve
+	// pokes itself when it moves to another link.)
+	elsewhere := f.serving != l
 	f.mu.Unlock()
 	if start && !f.c.goFunc(f.run) {
+		f.remove(hd.node)
 		return false
 	}
-	f.poke()
+	if watch && !f.c.goFunc(func() { f.watchSession(h.s) }) {
+		f.remove(hd.node)
+		return false
+	}
+	if elsewhere {
+		f.poke()
+	}
 	return true
+}
+
+// watchSession loses the locks s holds when s ends (or the client closes,
+// which ends its sessions first).
+func (f *lockFollower) watchSession(s *Session) {
+	select {
+	case <-s.Done():
+	case <-f.c.ctx.Done():
+	}
+	err := s.Err()
+	if err == nil {
+		err = ErrClosed
+	}
+	f.mu.Lock()
+	delete(f.watched, s)
+	var gone []*followed
+	for node, fo := range f.holds {
+		if fo.h.s == s {
+			gone = append(gone, fo)
+			delete(f.holds, node)
+		}
+	}
+	f.mu.Unlock()
+	for _, fo := range gone {
+		fo.hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, fo.h.path, err))
+	}
 }
 
 // remove stops following node (Unlock, or the lock is gone).
@@ -94,7 +138,6 @@ func (f *lockFollower) lose(node string, err error) {
 	f.mu.Unlock()
 	if fo != nil {
 		fo.hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, fo.h.path, err))
-		fo.hd.stop()
 	}
 }
 
@@ -153,6 +196,14 @@ func (f *lockFollower) serve(l *link) bool {
 		}
 	}()
 	defer func() { cancel(); sr.Close(); <-ended }()
+	f.mu.Lock()
+	f.serving = l
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.serving = nil
+		f.mu.Unlock()
+	}()
 	f.poke()
 	for {
 		select {

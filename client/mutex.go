@@ -34,10 +34,12 @@ import (
 //     deadline also travels as the request's timeout, so the server
 //     withdraws it even if nothing else reaches it.
 //   - The server ends the stream at the grant: a held lock is not a
-//     request in flight. It tells of the lock's end (released, lost,
-//     deleted) on the connection's one lock notices stream, which the
-//     client's lockFollower reads (lockfollow.go): that closes Lost().
-//     Lost() also closes when the session ends.
+//     request in flight. It tells of the lock's end (lost, deleted, or
+//     released by a request of another connection) on the connection's
+//     one lock notices stream, which the client's lockFollower reads
+//     (lockfollow.go): that closes Lost(). Lost() also closes when the
+//     session ends (the follower watches each session that holds locks).
+//     A held lock costs the client no goroutine.
 //   - After a connection loss or a leader change the client re-attaches to
 //     its request node (MsgLock with Node) on the new leader, keeping its
 //     place in the queue, while waiting and while holding. Every Lock call
@@ -239,8 +241,6 @@ type hold struct {
 	token uint64
 	rev   uint64 // the request's revision: its place in the queue
 	lost  chan struct{}
-	stop  func()        // stops following the lock
-	done  chan struct{} // closed when following stopped
 
 	mu        sync.Mutex
 	err       error // why lost; nil while held
@@ -561,30 +561,10 @@ func (a *acquisition) abandon() {
 
 // follow makes the hold of a grant and follows it: the client's
 // lockFollower reports the server's notice of its end, and the session's
-// end loses it too.
+// end loses it too. It returns nil when the client is closed.
 func (h *lockHandle) follow(resp *session.Response, l *link) *hold {
-	hd := &hold{node: resp.Node, token: resp.Token, rev: resp.Rev, lost: make(chan struct{}), done: make(chan struct{})}
-	stopSess := make(chan struct{})
-	var once sync.Once
-	hd.stop = func() {
-		once.Do(func() {
-			h.c.locks.remove(hd.node)
-			close(stopSess)
-		})
-	}
-	if !h.c.goFunc(func() {
-		defer close(hd.done)
-		select {
-		case <-h.s.Done():
-			hd.lose(fmt.Errorf("%w: %s: %w", ErrLockLost, h.path, h.s.Err()))
-			hd.stop()
-		case <-stopSess:
-		}
-	}) {
-		return nil
-	}
+	hd := &hold{node: resp.Node, token: resp.Token, rev: resp.Rev, lost: make(chan struct{})}
 	if !h.c.locks.add(h, hd, l) {
-		hd.stop()
 		return nil
 	}
 	return hd
@@ -615,8 +595,7 @@ func (h *lockHandle) release(ctx context.Context) error {
 		hd.mu.Unlock()
 		return err
 	}
-	hd.stop()
-	<-hd.done
+	h.c.locks.remove(hd.node)
 	h.mu.Lock()
 	h.cur = nil
 	h.mu.Unlock()
