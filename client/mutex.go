@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -446,8 +447,11 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 			a.node = resp.Node
 		case session.LockGranted:
 			a.node = resp.Node
-			// The server ended the stream at the grant.
-			sr.Close()
+			// The server ended the stream at the grant: reading its end
+			// (in the grant's packet) retires the stream without a reset.
+			if _, err := sr.Next(); !errors.Is(err, io.EOF) {
+				sr.Close()
+			}
 			scancel()
 			if !stopOnCtx() {
 				// ctx ended as the grant came: nobody will hold it.

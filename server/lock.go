@@ -552,8 +552,12 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 	}
 	if err := session.WriteResponse(str, &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}); err != nil {
 		l.ended(c, str, w.node, req.Session)
+		return nil
 	}
-	return nil // the stream ends: a held lock is no request in flight
+	// The stream ends with the grant, its FIN in the grant's packet (the
+	// client reads it): a held lock is no request in flight.
+	_ = str.Close()
+	return nil
 }
 
 // wait blocks until w's request is granted and returns its token. A

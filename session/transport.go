@@ -389,7 +389,11 @@ func (s *StreamReader) Next() (*Response, error) {
 	case err == nil:
 		return resp, nil
 	case errors.Is(err, io.EOF):
-		s.finish(io.EOF, StreamDone)
+		// Both directions are finished (send closed ours, the server's
+		// end was read): the stream retires as it is. Aborting it would
+		// only send the server a STOP_SENDING and a RESET_STREAM.
+		s.err = io.EOF
+		s.stop()
 	case s.ctx.Err() != nil:
 		s.finish(s.ctx.Err(), StreamCanceled)
 	case isLocalCancel(err):

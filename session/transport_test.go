@@ -526,6 +526,23 @@ func TestNoStreamLeak(t *testing.T) {
 		}
 		w.Close()
 	}
+	// Streams the server ended, read to their end and never closed (a
+	// granted lock): they retire without an abort.
+	close(s.release)
+	for range 10 {
+		l, err := OpenStreaming(ctx, conn, &Request{Type: MsgLock, Path: "/l"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []LockPhase{LockQueued, LockGranted} {
+			if f, err := l.Next(); err != nil || f.Lock != want {
+				t.Fatalf("lock frame %+v %v, want %v", f, err, want)
+			}
+		}
+		if _, err := l.Next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("after the grant: %v, want the stream's end", err)
+		}
+	}
 	waitFor(t, "all handlers to end", func() bool { return s.inFlight.Load() == 0 })
 
 	var readers []*StreamReader
