@@ -170,6 +170,7 @@ func (b *batch) fail(err error) {
 	}
 	b.err = b.s.fault(err)
 	b.s.broken = b.err
+	b.s.cache.reset() // it may hold writes of the discarded transaction
 	if b.txn != nil {
 		b.txn.Discard()
 	}
@@ -261,9 +262,15 @@ func (c *cmdCtx) node(p string) (*node, error) {
 	if o, ok := c.nodes[p]; ok {
 		return o.n, nil
 	}
+	cache := c.b.s.cache
+	if n, found := cache.node(p); found {
+		c.nodes[p] = &overlayNode{n: n}
+		return n, nil
+	}
 	item, err := c.b.txn.Get(nodeKey(p))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		c.nodes[p] = &overlayNode{}
+		cache.putNode(p, nil)
 		return nil, nil
 	}
 	if err != nil {
@@ -278,6 +285,7 @@ func (c *cmdCtx) node(p string) (*node, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	c.nodes[p] = &overlayNode{n: n}
+	cache.putNode(p, n)
 	return n, nil
 }
 
@@ -303,10 +311,15 @@ func (c *cmdCtx) getRaw(key []byte) (v []byte, ok bool, err error) {
 	if o, found := c.raw[string(key)]; found {
 		return o.v, !o.deleted, nil
 	}
+	cache := c.b.s.cache
+	if v, ok, found := cache.getRaw(key); found {
+		return v, ok, nil
+	}
 	v, ok, err = getValue(c.b.txn, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: read %q: %w", ErrStorage, key, err)
 	}
+	cache.putRaw(string(key), v, ok)
 	return v, ok, nil
 }
 
@@ -331,13 +344,16 @@ func (c *cmdCtx) account(keyLen, valLen int) {
 	c.bytes += int64(keyLen) + v + 16
 }
 
-// flush writes the overlay into the transaction.
+// flush writes the overlay into the transaction, and into the read cache
+// (readcache.go), which must hold what the transaction holds.
 func (c *cmdCtx) flush() error {
 	txn := c.b.txn
+	cache := c.b.s.cache
 	for p, o := range c.nodes {
 		if !o.dirty {
 			continue
 		}
+		cache.putNode(p, o.n)
 		var err error
 		if o.n == nil {
 			err = txn.Delete(nodeKey(p))
@@ -350,6 +366,7 @@ func (c *cmdCtx) flush() error {
 		}
 	}
 	for k, o := range c.raw {
+		cache.putRaw(k, o.v, !o.deleted)
 		var err error
 		if o.deleted {
 			err = txn.Delete([]byte(k))

@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -168,4 +169,78 @@ func fillLockQueue(b *testing.B, s *Store, n, others int) (*lockQueue, uint64) {
 		}
 	}
 	return q, idx
+}
+
+// BenchmarkLockContended is `latch bench contended --random`'s load on the
+// state machine: 64 sessions (ACLs enforced, the default history bound)
+// take a random one of 8 locks and release it at once, again and again.
+// Each batch holds what every session has to say after the last one: a
+// request from each idle session, a release (OpLockCancel, as the client's
+// Unlock sends) from each holder. ns/op is per applied command.
+func BenchmarkLockContended(b *testing.B) {
+	const sessions, locks = 64, 8
+	s := openTestStore(b)
+	idx := uint64(1)
+	apply := func(batch []BatchEntry) []*Result {
+		rs := s.ApplyBatch(batch)
+		for i, r := range rs {
+			if r.Err != nil {
+				b.Fatalf("entry %d (%v): %v", batch[i].Index, batch[i].Cmd.Op, r.Err)
+			}
+		}
+		return rs
+	}
+	entry := func(cmd *Command) BatchEntry {
+		idx++
+		return BatchEntry{Index: idx, Time: int64(idx) * 1e5, Cmd: cmd}
+	}
+	apply([]BatchEntry{entry(&Command{Op: OpACLBootstrap, ACLDefault: PermAll})})
+	type member struct {
+		id   uint64
+		node string // the request, once queued
+		held bool
+		reqs int
+	}
+	ms := make([]*member, sessions)
+	var batch []BatchEntry
+	for i := range ms {
+		e := entry(&Command{Op: OpSessionOpen, TTLMillis: 10_000})
+		ms[i] = &member{id: e.Index}
+		batch = append(batch, e)
+	}
+	apply(batch)
+	byNode := map[string]*member{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; {
+		batch = batch[:0]
+		var requesters []*member
+		for _, m := range ms {
+			switch {
+			case m.node == "":
+				m.reqs++
+				batch = append(batch, entry(&Command{Op: OpLockRequest, Session: m.id,
+					Path: fmt.Sprintf("/contended/l%d", rng.IntN(locks)), RequestID: fmt.Sprintf("r%d", m.reqs)}))
+				requesters = append(requesters, m)
+			case m.held:
+				batch = append(batch, entry(&Command{Op: OpLockCancel, Session: m.id, Path: m.node}))
+				delete(byNode, m.node)
+				m.node, m.held = "", false
+			}
+		}
+		n += len(batch)
+		j := 0
+		for i, r := range apply(batch) {
+			if batch[i].Cmd.Op == OpLockRequest {
+				m := requesters[j]
+				j++
+				m.node = r.Path
+				byNode[m.node] = m
+			}
+			for _, g := range r.Grants {
+				byNode[g.Node].held = true
+			}
+		}
+	}
 }

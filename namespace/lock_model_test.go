@@ -500,9 +500,12 @@ func TestLockModel(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d/batch=%d", tc.seed, tc.batch), func(t *testing.T) {
 			w := newLockWorkload(t, tc.seed, modelLimits(tc.batch))
 			seen := map[string]int{}
-			for range steps {
+			for i := range steps {
 				w.step()
 				w.check()
+				if i%100 == 0 {
+					checkReadCache(t, w.s)
+				}
 				for _, q := range w.m.reqs {
 					switch {
 					case q.phantom:

@@ -150,6 +150,7 @@ func (s *Store) Restore(r io.Reader) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	s.generation.Add(1)
+	s.cache.reset()
 	if err := s.db.DropAll(); err != nil {
 		s.broken = fmt.Errorf("%w: restore: drop: %w", ErrStorage, err)
 		return s.broken

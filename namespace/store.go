@@ -86,6 +86,10 @@ type Store struct {
 	// ApplyBatch works on the batch's own copy and publishes it on commit.
 	acl atomic.Pointer[aclTable]
 
+	// cache holds records as badger has them, for the apply path
+	// (readcache.go); guarded by mu.
+	cache *readCache
+
 	// afterCheckpoint, when set by a test, runs after each checkpoint
 	// commit; an error simulates a crash right there.
 	afterCheckpoint func() error
@@ -171,6 +175,7 @@ func Open(cfg Config) (*Store, error) {
 		maxTxnCount:    int64(maxBatch / 96 / 2), // 96: badger's skiplist node size
 		valueThreshold: valueThreshold,
 		failed:         make(chan struct{}),
+		cache:          newReadCache(),
 	}
 	// verify first: nothing is loaded from a store that fails its checksums.
 	err = s.verify()
