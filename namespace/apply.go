@@ -76,6 +76,7 @@ type batch struct {
 	applied uint64 // applied index once txn commits
 	clock   int64
 	pending []*Result // results of the commands in txn, failed on a commit error
+	arena   []byte    // what carve cuts from
 
 	acl    *aclTable      // the rules as of the last successful command; published on commit
 	limits *limitsInForce // the settings the next command runs under; published on commit
@@ -94,6 +95,31 @@ func (s *Store) newBatch() *batch {
 		b.txn = s.db.NewTransaction(true)
 	}
 	return b
+}
+
+// The chunks carve cuts keys and values from start small (a batch of one
+// command writes a few hundred bytes) and double up to maxArenaChunk.
+const (
+	minArenaChunk = 1 << 10
+	maxArenaChunk = 64 << 10
+)
+
+// carve returns an empty slice with capacity n for a key or value handed
+// to badger, which keeps it until commit: one allocation serves many.
+func (b *batch) carve(n int) []byte {
+	if n > maxArenaChunk/8 {
+		return make([]byte, 0, n)
+	}
+	if cap(b.arena)-len(b.arena) < n {
+		size := min(max(2*cap(b.arena), minArenaChunk), maxArenaChunk)
+		for size < n {
+			size *= 2
+		}
+		b.arena = make([]byte, 0, size)
+	}
+	l := len(b.arena)
+	b.arena = b.arena[:l+n]
+	return b.arena[l : l : l+n]
 }
 
 // add moves a successful command's writes into the transaction, committing
@@ -189,11 +215,10 @@ type cmdCtx struct {
 	now    int64
 	events []Event
 
-	nodes map[string]*overlayNode // by path
-	raw   map[string]*overlayRaw  // by key
+	nodes map[string]overlayNode // by path
+	raw   map[string]overlayRaw  // by key
 
 	count, bytes int64 // estimated transaction cost of the overlay
-	buf          []byte
 
 	// lockOps are the command's changes to the lock index, applied when
 	// it succeeds (or at a checkpoint); lockCause is why removeNode is
@@ -229,7 +254,7 @@ type overlayRaw struct {
 }
 
 func newCmdCtx(b *batch) *cmdCtx {
-	return &cmdCtx{b: b, nodes: map[string]*overlayNode{}, raw: map[string]*overlayRaw{}}
+	return &cmdCtx{b: b, nodes: map[string]overlayNode{}, raw: map[string]overlayRaw{}}
 }
 
 func (c *cmdCtx) reset(index uint64, now int64) {
@@ -264,12 +289,12 @@ func (c *cmdCtx) node(p string) (*node, error) {
 	}
 	cache := c.b.s.cache
 	if n, found := cache.node(p); found {
-		c.nodes[p] = &overlayNode{n: n}
+		c.nodes[p] = overlayNode{n: n}
 		return n, nil
 	}
 	item, err := c.b.txn.Get(nodeKey(p))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		c.nodes[p] = &overlayNode{}
+		c.nodes[p] = overlayNode{}
 		cache.putNode(p, nil)
 		return nil, nil
 	}
@@ -284,25 +309,20 @@ func (c *cmdCtx) node(p string) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	c.nodes[p] = &overlayNode{n: n}
+	c.nodes[p] = overlayNode{n: n}
 	cache.putNode(p, n)
 	return n, nil
 }
 
 func (c *cmdCtx) putNode(p string, n *node) {
-	o := c.nodes[p]
-	if o == nil {
-		o = &overlayNode{}
-		c.nodes[p] = o
-	}
-	if !o.dirty {
+	if !c.nodes[p].dirty {
 		c.account(len(p)+2, len(n.data)+32)
 	}
-	o.n, o.dirty = n, true
+	c.nodes[p] = overlayNode{n: n, dirty: true}
 }
 
 func (c *cmdCtx) deleteNode(p string) {
-	c.nodes[p] = &overlayNode{dirty: true}
+	c.nodes[p] = overlayNode{dirty: true}
 	c.account(len(p)+2, 0)
 }
 
@@ -324,12 +344,12 @@ func (c *cmdCtx) getRaw(key []byte) (v []byte, ok bool, err error) {
 }
 
 func (c *cmdCtx) putRaw(key, v []byte) {
-	c.raw[string(key)] = &overlayRaw{v: v}
+	c.raw[string(key)] = overlayRaw{v: v}
 	c.account(len(key), len(v))
 }
 
 func (c *cmdCtx) deleteRaw(key []byte) {
-	c.raw[string(key)] = &overlayRaw{deleted: true}
+	c.raw[string(key)] = overlayRaw{deleted: true}
 	c.account(len(key), 0)
 }
 
@@ -354,24 +374,28 @@ func (c *cmdCtx) flush() error {
 			continue
 		}
 		cache.putNode(p, o.n)
+		key := appendNodeKey(c.b.carve(len(p)+2), p)
 		var err error
 		if o.n == nil {
-			err = txn.Delete(nodeKey(p))
+			err = txn.Delete(key)
 		} else {
 			// The encoding is copied: badger keeps the slice until commit.
-			err = txn.Set(nodeKey(p), appendNode(make([]byte, 0, 48+len(o.n.data)), o.n))
+			err = txn.Set(key, appendNode(c.b.carve(maxNodeHeader+len(o.n.data)), o.n))
 		}
 		if err != nil {
 			return err
 		}
 	}
 	for k, o := range c.raw {
-		cache.putRaw(k, o.v, !o.deleted)
+		// Only keys a command read are cached: most raw writes (lock
+		// records, ephemeral markers, history records) are never read.
+		cache.updateRaw(k, o.v, !o.deleted)
+		key := append(c.b.carve(len(k)), k...)
 		var err error
 		if o.deleted {
-			err = txn.Delete([]byte(k))
+			err = txn.Delete(key)
 		} else {
-			err = txn.Set([]byte(k), o.v)
+			err = txn.Set(key, o.v)
 		}
 		if err != nil {
 			return err

@@ -27,6 +27,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 			batch := make([]BatchEntry, 0, batchSize)
 			b.ReportAllocs()
 			b.ResetTimer()
+			stop := reportCPU(b)
 			for i := range cmds {
 				batch = append(batch, BatchEntry{Index: idx, Time: int64(idx), Cmd: &cmds[i]})
 				idx++
@@ -40,6 +41,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			stop()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 		})
 	}

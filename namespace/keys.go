@@ -22,11 +22,15 @@ var (
 // exactly the keys under childPrefix(node) and sort by name. The root has
 // parent "" and name "".
 func nodeKey(p string) []byte {
+	return appendNodeKey(make([]byte, 0, len(p)+2), p)
+}
+
+// appendNodeKey appends nodeKey(p), which is len(p)+2 bytes or fewer.
+func appendNodeKey(k []byte, p string) []byte {
 	if p == "/" {
-		return []byte{spaceNode, 0}
+		return append(k, spaceNode, 0)
 	}
 	parent, name := Parent(p), Base(p)
-	k := make([]byte, 0, len(p)+2)
 	k = append(k, spaceNode)
 	k = append(k, parent...)
 	k = append(k, 0)

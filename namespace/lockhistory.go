@@ -31,6 +31,10 @@ var (
 // historyTrimBatch bounds the records one command deletes.
 const historyTrimBatch = 256
 
+// historyRecordBytes is about what a LockEvent encodes to beside its
+// strings (field names and numbers).
+const historyRecordBytes = 128
+
 // LockEvent is one entry of a lock's history.
 type LockEvent struct {
 	// Seq orders the whole history; Rev is the revision (raft index) of
@@ -106,8 +110,16 @@ func (c *cmdCtx) recordLock(q *lockReq, event string) error {
 			ev.Identity = si.Identity
 		}
 	}
-	var b []byte
-	if err := codec.NewEncoderBytes(&b, entryHandle).Encode(&ev); err != nil {
+	// A sized buffer: given none the encoder allocates 1 KiB per record.
+	b := c.b.carve(historyRecordBytes + len(ev.Path) + len(ev.Node) + len(ev.Identity) + len(ev.By))
+	enc := c.b.s.historyEnc
+	if enc == nil {
+		enc = codec.NewEncoderBytes(&b, entryHandle)
+		c.b.s.historyEnc = enc
+	} else {
+		enc.ResetBytes(&b)
+	}
+	if err := enc.Encode(&ev); err != nil {
 		return fmt.Errorf("%w: encode lock history: %w", ErrStorage, err)
 	}
 	c.putRaw(historyKey(tail), b)

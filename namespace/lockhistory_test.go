@@ -1,8 +1,13 @@
 package namespace
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 func historyEvents(t *testing.T, s *Store, path string, subtree bool) []string {
@@ -113,5 +118,39 @@ func TestLockHistoryWindow(t *testing.T) {
 	h.apply(&Command{Op: OpLockRelease, Session: s, Path: r.Path})
 	if evs, _ := h.s.LockHistory("/w", false, 0); len(evs) != 0 {
 		t.Fatalf("LockHistoryMax 0: %+v", evs)
+	}
+}
+
+// TestLockHistoryRecordEncoding: the records, written by one encoder
+// reused across commands into carved buffers, are byte for byte what a
+// fresh encoder makes of them (the state hash covers them).
+func TestLockHistoryRecordEncoding(t *testing.T) {
+	w := newLockWorkload(t, 11, modelLimits(3))
+	for range 800 {
+		w.step()
+	}
+	n := 0
+	err := w.s.db.View(func(txn *badger.Txn) error {
+		return scan(txn, []byte{spaceHistory}, func(k, v []byte) error {
+			var ev LockEvent
+			if err := decodeLockEvent(v, &ev); err != nil {
+				return err
+			}
+			var fresh []byte
+			if err := codec.NewEncoderBytes(&fresh, entryHandle).Encode(&ev); err != nil {
+				return err
+			}
+			if !bytes.Equal(fresh, v) {
+				return fmt.Errorf("record %x: stored %x, a fresh encoder makes %x", k, v, fresh)
+			}
+			n++
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 100 {
+		t.Fatalf("only %d history records: the test checks little", n)
 	}
 }

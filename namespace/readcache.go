@@ -11,9 +11,10 @@ import "encoding/binary"
 // It changes no outcome: a hit returns what the transaction would. That
 // holds because the apply path is the only writer while the store is open
 // and every write it makes goes through cmdCtx.flush, which updates the
-// cache with the transaction; a commit that fails (batch.fail) and
-// Restore drop the whole cache, since badger then holds something else.
-// Only ApplyBatch and Restore use it, under Store.mu.
+// cache with the transaction (every node; the raw keys it holds); a
+// commit that fails (batch.fail) and Restore drop the whole cache, since
+// badger then holds something else. Only ApplyBatch and Restore use it,
+// under Store.mu.
 //
 // Values that badger keeps in the value log (node data of valueThreshold
 // or more) are never cached: they are read, and their checksums checked,
@@ -110,6 +111,14 @@ func (rc *readCache) putRaw(key string, v []byte, ok bool) {
 	}
 	rc.raw[key] = cachedRaw{v: v, ok: ok}
 	rc.bytes += size
+}
+
+// updateRaw is putRaw for a key that is cached, and nothing for one that
+// is not.
+func (rc *readCache) updateRaw(key string, v []byte, ok bool) {
+	if _, found := rc.raw[key]; found {
+		rc.putRaw(key, v, ok)
+	}
 }
 
 // fits makes room for an entry of size bytes holding a value of vlen,

@@ -242,7 +242,7 @@ func (c *cmdCtx) sessionEphemerals(id uint64, max int) (paths []string, more boo
 	defer it.Close()
 	for it.Seek(prefix); it.Valid(); it.Next() {
 		k := it.Item().Key()
-		if o := c.raw[string(k)]; o != nil && o.deleted {
+		if c.raw[string(k)].deleted {
 			continue
 		}
 		if len(paths) >= max {
