@@ -113,6 +113,12 @@
 // Ending sessions is the only command allowed to do this, because it is the
 // only one that is safe to resume.
 //
+// Commands read through a read cache (readcache.go) of the records
+// earlier commands read or wrote, kept equal to badger: flush updates it
+// with the transaction, and a failed commit or a Restore empties it. It
+// saves badger lookups, never changes an outcome, and never holds value-log
+// data (whose checksums are checked on each read).
+//
 // If a commit fails the store is broken: every later command fails with
 // ErrStorage, and the server must stop. A Restore that fails after dropping
 // the old state leaves the store broken until a Restore succeeds.
