@@ -36,6 +36,9 @@ type clusterOptions struct {
 	lockDelay time.Duration
 	// unboundedLockRequests lifts the per-session lock request cap.
 	unboundedLockRequests bool
+	// noMux makes the servers members without the mux stream, like ones
+	// built before it.
+	noMux bool
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -59,6 +62,7 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 			if o.unboundedLockRequests {
 				cfg.Limits.MaxLockRequestsPerSession = 0
 			}
+			cfg.Transport.DisableMux = o.noMux
 		},
 	})
 	var err error

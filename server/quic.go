@@ -42,6 +42,11 @@ const (
 // stream is reset) instead of holding their events and goroutines.
 const watchWriteTimeout = 30 * time.Second
 
+// muxWriteTimeout bounds how long an answer on a mux stream waits for its
+// client to take it: a client that stops reading its mux stream loses the
+// connection instead of holding answers and handler goroutines.
+const muxWriteTimeout = 30 * time.Second
+
 // DefaultRequestReadTimeout is Config.RequestReadTimeout's default.
 const DefaultRequestReadTimeout = 10 * time.Second
 
@@ -376,10 +381,12 @@ type clientConn struct {
 	host     string // the client's IP address: the quota key of identity ""
 	log      *slog.Logger
 	sem      chan struct{} // one slot per request in flight
+	idle     *time.Timer   // see idleTimer
 
 	mu       sync.Mutex
 	attached map[uint64]struct{}
 	watches  int
+	endMux   func() // ends the connection's mux stream, if one is served
 }
 
 func (c *clientConn) attach(id uint64) {
@@ -425,28 +432,15 @@ func (c *clientConn) serve() {
 	if !c.hello() {
 		return
 	}
-	idle := c.idleTimer()
-	defer idle.Stop()
+	c.idle = c.idleTimer()
+	defer c.idle.Stop()
 	for {
 		str, err := c.conn.AcceptStream(c.conn.Context())
 		if err != nil {
 			return
 		}
-		idle.Reset(c.f.s.cfg.IdleConnTimeout)
-		var refused error
-		select {
-		case c.sem <- struct{}{}:
-			select {
-			case c.f.streams <- struct{}{}:
-			default:
-				<-c.sem
-				c.f.refusedStreams.Add(1)
-				refused = fmt.Errorf("%w: %d requests in flight on this member (--max-streams)", session.ErrBusy, cap(c.f.streams))
-			}
-		default:
-			refused = fmt.Errorf("%w: %d requests in flight on this connection (--max-requests-per-conn)", session.ErrBusy, cap(c.sem))
-		}
-		if refused != nil {
+		c.idle.Reset(c.f.s.cfg.IdleConnTimeout)
+		if refused := c.take(); refused != nil {
 			// Refused at once instead of queued: a client that floods one
 			// connection slows only itself.
 			str.SetWriteDeadline(time.Now().Add(time.Second))
@@ -458,15 +452,38 @@ func (c *clientConn) serve() {
 		go func() {
 			defer wg.Done()
 			var once sync.Once
-			free := func() { once.Do(func() { <-c.sem; <-c.f.streams }) }
+			free := func() { once.Do(c.give) }
 			defer free()
 			c.serveStream(str, free)
 		}()
 	}
 }
 
+// take claims a request slot: one of the connection's
+// (MaxRequestsPerConn) and one of the member's (MaxStreams). When either
+// is full it fails with ErrBusy naming the cap: requests are refused at
+// once, never queued. give returns the slot.
+func (c *clientConn) take() error {
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		return fmt.Errorf("%w: %d requests in flight on this connection (--max-requests-per-conn)", session.ErrBusy, cap(c.sem))
+	}
+	select {
+	case c.f.streams <- struct{}{}:
+		return nil
+	default:
+		<-c.sem
+		c.f.refusedStreams.Add(1)
+		return fmt.Errorf("%w: %d requests in flight on this member (--max-streams)", session.ErrBusy, cap(c.f.streams))
+	}
+}
+
+func (c *clientConn) give() { <-c.sem; <-c.f.streams }
+
 // idleTimer closes the connection once it has had no session and no
-// request in flight for IdleConnTimeout; serve resets it on every stream.
+// request in flight for IdleConnTimeout; serve resets it on every stream,
+// serveMux on every call.
 func (c *clientConn) idleTimer() *time.Timer {
 	timeout := c.f.s.cfg.IdleConnTimeout
 	var t *time.Timer
@@ -521,8 +538,17 @@ func (c *clientConn) helloResponse() *session.Response {
 	return &session.Response{
 		ProtocolVersion: session.ProtocolVersion,
 		ServerID:        c.f.s.cfg.ID,
-		Features:        session.FeatureKeepAliveBatch,
+		Features:        c.f.features(),
 	}
+}
+
+// features are the optional protocol features the member serves.
+func (f *front) features() session.Feature {
+	ft := session.FeatureKeepAliveBatch
+	if !f.s.cfg.Transport.DisableMux {
+		ft |= session.FeatureMux
+	}
+	return ft
 }
 
 // requestError gives a request that could not be read its wire error.
@@ -548,8 +574,9 @@ func isTimeout(err error) bool {
 // the member down.
 //
 // free gives the stream's request slot back early: the lock notices
-// stream (one per connection) lives as long as the connection and is no
-// request in flight.
+// stream and the mux stream (one each per connection) live as long as the
+// connection and are no request in flight (the mux's calls take slots of
+// their own).
 func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 	defer session.EndStream(str)
 	defer func() {
@@ -567,41 +594,130 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 		}
 		return
 	}
-	if req.Type == session.MsgLockNotices {
+	if req.Type == session.MsgLockNotices || req.Type == session.MsgMux {
 		free()
 	}
 	ctx, cancel := context.WithCancel(str.Context())
 	defer cancel()
 	stop := context.AfterFunc(c.f.s.ctx, cancel)
 	defer stop()
+	if req.Type == session.MsgMux {
+		if c.f.s.cfg.Transport.DisableMux { // as a member built before it
+			session.Reject(str, fmt.Errorf("%w: this member does not serve the mux stream", session.ErrUnknownType))
+			return
+		}
+		c.serveMux(ctx, str)
+		return
+	}
 	c.f.dispatch(ctx, c, str, req)
+}
+
+// serveMux serves the connection's mux stream: every call runs
+// concurrently through answer, the path of a unary request on a stream of
+// its own, taking a request slot the same way (over a cap it is answered
+// ErrBusy at once). A newer mux stream of the connection replaces this
+// one. A client that breaks the protocol, or does not take its answers,
+// loses the connection. Returns when the stream ends, after its calls.
+func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	end := func() {
+		cancel()
+		str.CancelRead(session.StreamCanceled)
+	}
+	c.mu.Lock()
+	old := c.endMux
+	c.endMux = end
+	c.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	str.SetReadDeadline(time.Time{}) // between calls a mux stream may idle
+	m := session.NewMuxServer(ctx, str, c.conn.MaxFrameSize(), muxWriteTimeout)
+	reply := func(call *session.MuxCall, resp *session.Response) {
+		if err := m.Reply(call, resp); err != nil {
+			c.log.Debug("mux stream write failed", "err", err)
+			c.conn.CloseWithError(session.ConnProtocol, "latch: the client does not read its mux stream")
+		}
+	}
+	for {
+		call, err := m.Next()
+		if err != nil {
+			if errors.Is(err, session.ErrMalformed) || errors.Is(err, session.ErrFrameTooLarge) {
+				c.log.Debug("bad mux stream", "err", err)
+				c.conn.CloseWithError(session.ConnProtocol, err.Error())
+			}
+			return
+		}
+		c.idle.Reset(c.f.s.cfg.IdleConnTimeout)
+		if _, ok := c.f.strm[call.Req.Type]; ok {
+			reply(call, session.ErrorResponse(fmt.Errorf("%w: %v is a streaming request: send it on a stream of its own, not on the mux stream", session.ErrMalformed, call.Req.Type)))
+			continue
+		}
+		if refused := c.take(); refused != nil {
+			reply(call, session.ErrorResponse(refused))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.give()
+			defer func() {
+				if r := recover(); r != nil {
+					c.log.Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
+					reply(call, session.ErrorResponse(fmt.Errorf("%w: the request failed on the server", session.ErrInternal)))
+				}
+			}()
+			reply(call, c.f.answer(call.Ctx, c, call.Req))
+		}()
+	}
 }
 
 // dispatch routes req to its handler and writes the answer.
 func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) {
-	if !req.Type.Valid() {
-		session.Reject(str, fmt.Errorf("%w: %d", session.ErrUnknownType, uint8(req.Type)))
+	h, ok := f.strm[req.Type]
+	if !ok {
+		_ = session.Reply(str, f.answer(ctx, c, req))
 		return
+	}
+	if err := f.admit(c, req); err != nil {
+		_ = session.Reply(str, session.ErrorResponse(err))
+		return
+	}
+	err := h(ctx, c, str, req)
+	if err != nil {
+		_ = session.Reply(str, session.ErrorResponse(wireError(err)))
+	}
+	f.s.metrics.ops.request(req.Type, time.Time{}, err, false)
+}
+
+// admit checks a QUIC request before its handler runs: its type is known,
+// the session it names is attached to c, its path is in this member's
+// cell (a refusal for the cell is counted).
+func (f *front) admit(c *clientConn, req *session.Request) error {
+	if !req.Type.Valid() {
+		return fmt.Errorf("%w: %d", session.ErrUnknownType, uint8(req.Type))
 	}
 	// Resume attaches its session; a batched KeepAlive answers per session.
 	if req.Type != session.MsgResumeSession && !(req.Type == session.MsgKeepAlive && len(req.Sessions) > 0) {
 		if err := c.checkSession(req.Session); err != nil {
-			_ = session.Reply(str, session.ErrorResponse(err))
-			return
+			return err
 		}
 	}
 	if err := f.checkCell(req); err != nil {
-		_ = session.Reply(str, session.ErrorResponse(err))
 		f.s.metrics.ops.request(req.Type, time.Time{}, err, false)
-		return
+		return err
 	}
-	if h, ok := f.strm[req.Type]; ok {
-		err := h(ctx, c, str, req)
-		if err != nil {
-			_ = session.Reply(str, session.ErrorResponse(wireError(err)))
-		}
-		f.s.metrics.ops.request(req.Type, time.Time{}, err, false)
-		return
+	return nil
+}
+
+// answer runs a unary QUIC request, on a stream of its own or on the mux
+// stream, and returns its answer, errors included.
+func (f *front) answer(ctx context.Context, c *clientConn, req *session.Request) *session.Response {
+	if err := f.admit(c, req); err != nil {
+		return session.ErrorResponse(err)
 	}
 	resp, err := f.callUnary(ctx, c, req)
 	if err != nil {
@@ -610,7 +726,7 @@ func (f *front) dispatch(ctx context.Context, c *clientConn, str *quic.Stream, r
 		}
 		resp.SetErr(err)
 	}
-	_ = session.Reply(str, resp)
+	return resp
 }
 
 // call runs a unary request for c the way dispatch does: the path both

@@ -341,3 +341,143 @@ func TestFrontKeepAliveBatchBounded(t *testing.T) {
 		t.Fatalf("full batch answer is %d bytes (%v), want well below %d", len(frame), err, session.DefaultMaxFrameSize)
 	}
 }
+
+// muxStream opens a mux stream on conn by hand.
+type muxStream struct {
+	t   *testing.T
+	str *quic.Stream
+	max int
+}
+
+func openMux(t *testing.T, conn *session.Conn) *muxStream {
+	t.Helper()
+	str, err := conn.OpenStreamSync(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { str.CancelRead(session.StreamDone); str.CancelWrite(session.StreamDone) })
+	m := &muxStream{t: t, str: str, max: conn.MaxFrameSize()}
+	m.send(encode(t, &session.Request{Type: session.MsgMux}))
+	return m
+}
+
+func (m *muxStream) send(b []byte) {
+	m.t.Helper()
+	if _, err := m.str.Write(b); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// call sends req with call id id and reads the next answer, which must
+// be id's.
+func (m *muxStream) call(id uint64, req *session.Request) *session.Response {
+	m.t.Helper()
+	req.Call = id
+	m.send(encode(m.t, req))
+	m.str.SetReadDeadline(time.Now().Add(servertest.WaitTimeout))
+	resp, err := session.ReadResponse(m.str, m.max)
+	if err != nil {
+		m.t.Fatalf("call %d: %v", id, err)
+	}
+	if resp.Call != id {
+		m.t.Fatalf("call %d answered %+v", id, resp)
+	}
+	return resp
+}
+
+// The mux stream takes its calls through the same caps and checks as a
+// stream each; a streaming type is refused there; bad input closes the
+// connection and only it.
+func TestFrontMux(t *testing.T) {
+	fc := startFront(t, 1, func(_ int, cfg *server.Config) {
+		cfg.MaxRequestsPerConn, cfg.MaxWatchesPerConn = 3, 2
+	})
+	conn := fc.dial(0)
+	mux := openMux(t, conn)
+	if resp := mux.call(1, &session.Request{Type: session.MsgGet, Path: "/"}); resp.Err() != nil {
+		t.Fatal(resp.Err())
+	}
+	if resp := mux.call(2, &session.Request{Type: session.MsgGet, Path: "/", Session: 12345}); !errors.Is(resp.Err(), session.ErrUnknownSession) {
+		t.Fatalf("a session not attached: %v", resp.Err())
+	}
+	resp := mux.call(3, &session.Request{Type: session.MsgWatch, Path: "/"})
+	if !errors.Is(resp.Err(), session.ErrMalformed) || !strings.Contains(resp.Message, "streaming") {
+		t.Fatalf("a watch on the mux: %v", resp.Err())
+	}
+	// A cancel of a call already answered changes nothing.
+	mux.send(encode(t, &session.Request{Type: session.MsgCancel, Call: 1}))
+
+	// Calls over --max-requests-per-conn are answered ErrBusy, with their
+	// id, and the stream goes on.
+	w1 := watch(t, conn, &session.Request{Path: "/"})
+	w2 := watch(t, conn, &session.Request{Path: "/"})
+	stalled, err := conn.OpenStreamSync(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.Write([]byte{0, 0}) // half a header: the server waits for more
+	id := uint64(10)
+	servertest.Eventually(t, "a call over the limit is refused", func() error {
+		id++
+		resp := mux.call(id, &session.Request{Type: session.MsgGet, Path: "/"})
+		if !errors.Is(resp.Err(), session.ErrBusy) || !strings.Contains(resp.Message, "--max-requests-per-conn") {
+			return fmt.Errorf("answer %v, want ErrBusy naming the cap", resp.Err()) // the stalled stream may not hold its slot yet
+		}
+		return nil
+	})
+	stalled.CancelWrite(session.StreamCanceled)
+	stalled.CancelRead(session.StreamCanceled)
+	w1.sr.Close()
+	w2.sr.Close()
+	servertest.Eventually(t, "slots freed", func() error {
+		id++
+		return mux.call(id, &session.Request{Type: session.MsgGet, Path: "/"}).Err()
+	})
+
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+	}{
+		{"garbage", append(header(5), 0xc1, 0xc1, 0xc1, 0xc1, 0xc1)},
+		{"no call id", encode(t, &session.Request{Type: session.MsgGet, Path: "/"})},
+		{"frame above MuxMaxFrame", header(session.MuxMaxFrame + 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := fc.dial(0)
+			m := openMux(t, bad)
+			m.call(1, &session.Request{Type: session.MsgGet, Path: "/"})
+			m.send(tc.bytes)
+			if code := closedWith(t, bad); code != session.ConnProtocol {
+				t.Fatalf("closed with %d, want ConnProtocol", code)
+			}
+			id++
+			if resp := mux.call(id, &session.Request{Type: session.MsgGet, Path: "/"}); resp.Err() != nil {
+				t.Fatalf("another connection after the bad one: %v", resp.Err())
+			}
+		})
+	}
+}
+
+// A member that does not offer the mux (like one built before it) serves
+// a new client a stream per request.
+func TestFrontWithoutMux(t *testing.T) {
+	fc := startFront(t, 1, func(_ int, cfg *server.Config) { cfg.Transport.DisableMux = true })
+	conn := fc.dialRaw(0)
+	hello, err := session.Hello(ctxT(t), conn, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hello.Features&session.FeatureMux != 0 {
+		t.Fatalf("hello offers the mux: %+v", hello)
+	}
+	sess := openSession(t, conn, 10*time.Second)
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Path: "/a", Data: []byte("x"), Session: sess.Session})
+	if got := ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/a"}); string(got.Data) != "x" {
+		t.Fatalf("get /a = %q", got.Data)
+	}
+	// A client that opens a mux stream anyway is refused, clearly.
+	resp, err := rawStream(t, conn, encode(t, &session.Request{Type: session.MsgMux}))
+	if err != nil || !errors.Is(resp.Err(), session.ErrUnknownType) {
+		t.Fatalf("a mux stream: %v, %v; want ErrUnknownType", resp, err)
+	}
+}

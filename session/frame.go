@@ -98,13 +98,17 @@ func readMessage(r io.Reader, max int, v any) error {
 // bytes and then the end of the stream (the client closes its side right
 // after the frame, so this does not wait). Having read to the end, the
 // server's receive side is finished and quic-go can retire the stream once
-// the answer is sent. Errors: io.EOF (no frame), io.ErrUnexpectedEOF
+// the answer is sent. A MsgMux frame is returned at once: that stream
+// stays open (serve it with NewMuxServer). Errors: io.EOF (no frame), io.ErrUnexpectedEOF
 // (wrapped; truncated), ErrFrameTooLarge, ErrMalformed (also for bytes
 // after the frame), or the reader's own error.
 func ReadRequest(r io.Reader, max int) (*Request, error) {
 	req := new(Request)
 	if err := readMessage(r, max, req); err != nil {
 		return nil, err
+	}
+	if req.Type == MsgMux {
+		return req, nil
 	}
 	if err := expectEnd(r); err != nil {
 		return nil, err

@@ -2,12 +2,14 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // Seeds live in testdata/fuzz/<Fuzz name>/ in go's corpus format and run
@@ -27,6 +29,35 @@ func FuzzReadFrame(f *testing.F) {
 		// The full readers must not panic either, whatever they return.
 		ReadRequest(bytes.NewReader(data), fuzzMax)
 		ReadResponse(bytes.NewReader(data), fuzzMax)
+	})
+}
+
+// FuzzMuxServer feeds a client's mux stream to the server's reader: it
+// must end with an error or io.EOF, never panic, and answer only calls it
+// read, each with its id.
+func FuzzMuxServer(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w := &frames{}
+		m := newMuxServer(context.Background(), bytes.NewReader(data), w, 1024, time.Second)
+		read := map[uint64]bool{}
+		for {
+			call, err := m.Next()
+			if err != nil {
+				break
+			}
+			if call.ID == 0 || read[call.ID] {
+				t.Fatalf("Next returned call id %d twice or zero", call.ID)
+			}
+			read[call.ID] = true
+			if call.ID%2 == 0 { // answer some now; the others stay in flight
+				m.Reply(call, &Response{Rev: call.ID})
+			}
+		}
+		for _, resp := range w.answers(t) {
+			if resp.Call == 0 {
+				t.Fatalf("an answer without a call id: %+v", resp)
+			}
+		}
 	})
 }
 
@@ -100,6 +131,14 @@ func fuzzSeeds() map[string]map[string][]byte {
 			"max-plus-one":   withLen(fuzzMax+1, 0),
 			"zero-length":    withLen(0),
 			"two-frames":     append(append([]byte{}, get...), get...),
+		},
+		"FuzzMuxServer": {
+			"calls":          muxInput(&Request{Type: MsgGet, Call: 1, Path: "/a"}, &Request{Type: MsgSet, Call: 2, Path: "/b", Data: []byte("x")}),
+			"cancel":         muxInput(&Request{Type: MsgSync, Call: 1}, &Request{Type: MsgCancel, Call: 1}, &Request{Type: MsgCancel, Call: 7}),
+			"duplicate":      muxInput(&Request{Type: MsgSync, Call: 3}, &Request{Type: MsgSync, Call: 3}),
+			"over-the-limit": muxInput(&Request{Type: MsgSet, Call: 4, Data: make([]byte, 2000)}, &Request{Type: MsgGet, Call: 6}),
+			"no-id":          muxInput(&Request{Type: MsgGet}),
+			"huge-length":    withLen(0xFFFFFFFF, 1, 2, 3),
 		},
 		"FuzzDecodeRequest": {
 			"full":        req[frameHeaderLen:],

@@ -137,6 +137,23 @@ const (
 	MsgLockHistory MsgType = 55
 )
 
+// Mux messages (60-61), only to a server whose Hello answer has
+// FeatureMux.
+const (
+	// MsgMux opens the connection's mux stream: the stream stays open and
+	// carries unary requests and their answers, each frame naming its call
+	// (Request.Call, Response.Call, ids chosen by the client, never 0 and
+	// never reused on the connection), answers in any order. Streaming
+	// types are refused there. An answer without a call id is the
+	// server's answer to the stream itself (ErrBusy): the stream is over.
+	// A connection has one mux stream; a new one replaces the old.
+	MsgMux MsgType = 60
+	// MsgCancel, on the mux stream: the client gave up on call Call. The
+	// server cancels its handler and sends no answer; a cancel of a call
+	// already answered is ignored.
+	MsgCancel MsgType = 61
+)
+
 // ACL messages (50-54 are the acl workstream's). Served by the leader:
 // rule changes go through the log.
 const (
@@ -182,6 +199,8 @@ var msgTypeNames = [...]string{
 	MsgACL:            "ACL",
 	MsgACLSet:         "ACLSet",
 	MsgACLRemove:      "ACLRemove",
+	MsgMux:            "Mux",
+	MsgCancel:         "Cancel",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -264,6 +283,9 @@ const EventResync namespace.EventType = 255
 // when zero, so a decoder must start from a zeroed Request.
 type Request struct {
 	Type MsgType `codec:"t"`
+	// Call is the request's id on the mux stream (see MsgMux); 0 on a
+	// stream of its own.
+	Call uint64 `codec:"cid,omitempty"`
 	// Session is the session the request acts for (0 for none). The
 	// connection must have opened or resumed it.
 	Session uint64 `codec:"s,omitempty"`
@@ -325,6 +347,9 @@ const (
 	// FeatureKeepAliveBatch: one KeepAlive may renew many sessions
 	// (Request.Sessions, Response.KeepAlives).
 	FeatureKeepAliveBatch Feature = 1 << iota
+	// FeatureMux: the server serves the mux stream (MsgMux), so unary
+	// requests need not open a stream each.
+	FeatureMux
 )
 
 // KeepAliveResult is one session's outcome in a batched KeepAlive.
@@ -440,6 +465,8 @@ type StatusInfo struct {
 // for ErrNotLeader, Leader holds the leader's client address (empty when no
 // leader is known).
 type Response struct {
+	// Call is the id of the call answered on the mux stream (see MsgMux).
+	Call    uint64 `codec:"cid,omitempty"`
 	Code    Code   `codec:"c,omitempty"`
 	Message string `codec:"m,omitempty"`
 	Leader  string `codec:"l,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -38,6 +39,10 @@ type Config struct {
 	// this long during it is dropped, and no handshake may take more than
 	// twice this. Default 10s.
 	HandshakeTimeout time.Duration
+	// DisableMux: a client sends every request on a stream of its own
+	// even to a server that serves the mux stream (FeatureMux); a server
+	// does not offer it, like a member built before it.
+	DisableMux bool
 }
 
 // DefaultConfig returns the defaults documented on Config's fields.
@@ -158,6 +163,8 @@ type Conn struct {
 	*quic.Conn
 	maxFrame int
 	dog      *watchdog // client side with Config.FailureTimeout, else nil
+	noMux    bool
+	mux      atomic.Pointer[mux] // set by Hello when the server serves it
 }
 
 // MaxFrameSize is the largest frame body this side reads on c.
@@ -245,7 +252,7 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*C
 	if err != nil {
 		return nil, fmt.Errorf("latch: dial %s: %w", addr, err)
 	}
-	conn := &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize}
+	conn := &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize, noMux: cfg.DisableMux}
 	if cfg.FailureTimeout > 0 && qc.ConnectionState().SupportsDatagrams.Remote {
 		conn.dog = newWatchdog(conn, cfg.FailureTimeout)
 		go conn.dog.run() // ends with the connection
@@ -313,14 +320,22 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// RoundTrip sends req on a new stream of conn and reads its one response.
-// A response carrying an error code is returned as is (see Response.Err);
-// the error result is for transport failures: the context's error when ctx
-// ended (the stream is reset so the server drops the request),
-// ErrFrameTooLarge when req exceeds conn's frame limit, ErrMalformed,
-// io.ErrUnexpectedEOF (wrapped), or the QUIC error.
+// RoundTrip sends req and reads its one response: on the connection's
+// mux stream when the server serves it (see Hello) and req is unary and
+// at most MuxMaxFrame bytes, else on a new stream of conn. A response
+// carrying an error code is returned as is (see Response.Err); the error
+// result is for transport failures: the context's error when ctx ended
+// (the server is told to drop the request), ErrFrameTooLarge when req
+// exceeds conn's frame limit, ErrMalformed, io.ErrUnexpectedEOF (wrapped),
+// or the QUIC error (a *quic.StreamError when only the request's stream,
+// or the mux stream with every call on it, failed).
 func RoundTrip(ctx context.Context, conn *Conn, req *Request) (*Response, error) {
 	defer conn.dog.begin()()
+	if m := conn.mux.Load(); m != nil && !req.Type.Streaming() {
+		if resp, err := m.roundTrip(ctx, req); err != errNotForMux {
+			return resp, err
+		}
+	}
 	str, stop, err := send(ctx, conn, req)
 	if err != nil {
 		return nil, err
@@ -456,7 +471,9 @@ func Reject(str *quic.Stream, err error) {
 
 // Hello performs the protocol handshake every connection starts with and
 // returns the server's answer. It fails with ErrVersion when the server
-// speaks another protocol version.
+// speaks another protocol version. When the answer has FeatureMux (and
+// conn's Config did not DisableMux), RoundTrip uses the mux stream from
+// then on.
 func Hello(ctx context.Context, conn *Conn, clientName string) (*Response, error) {
 	resp, err := RoundTrip(ctx, conn, &Request{Type: MsgHello, ProtocolVersion: ProtocolVersion, ClientName: clientName})
 	if err != nil {
@@ -467,6 +484,9 @@ func Hello(ctx context.Context, conn *Conn, clientName string) (*Response, error
 	}
 	if resp.ProtocolVersion != ProtocolVersion {
 		return nil, fmt.Errorf("%w: server speaks %d, client %d", ErrVersion, resp.ProtocolVersion, ProtocolVersion)
+	}
+	if resp.Features&FeatureMux != 0 && !conn.noMux {
+		conn.mux.CompareAndSwap(nil, newMux(conn))
 	}
 	return resp, nil
 }

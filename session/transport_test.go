@@ -26,8 +26,12 @@ import (
 //     close (reported on watchClosed) or, with FromRev 99, ends with an
 //     ErrTooManyWatches frame.
 //   - Sync: blocks until the client cancels, reported on canceled.
-//   - Hello: CheckHello.
+//   - Hello: CheckHello; announces FeatureMux unless cfg.DisableMux.
+//   - Mux: serves the calls (Get, Sync; Get "/reset" resets the mux
+//     stream) with MuxServer, counted in muxStreams.
 type echoServer struct {
+	mux         bool
+	muxStreams  atomic.Int64 // mux streams opened so far
 	ln          *Listener
 	ctx         context.Context
 	cancel      context.CancelFunc
@@ -74,7 +78,7 @@ func startEcho(t testing.TB, srvTLS *tls.Config, cfg Config) *echoServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &echoServer{
-		ln: ln, ctx: ctx, cancel: cancel,
+		ln: ln, ctx: ctx, cancel: cancel, mux: !cfg.DisableMux,
 		release:     make(chan struct{}),
 		withdrawn:   make(chan struct{}, 100),
 		watchClosed: make(chan struct{}, 100),
@@ -143,13 +147,18 @@ func (s *echoServer) serveStream(conn *Conn, str *quic.Stream) {
 			Reject(str, err)
 			return
 		}
-		Reply(str, &Response{ProtocolVersion: ProtocolVersion, ServerID: "echo"})
-	case MsgGet:
-		data := req.Data
-		if req.Limit > 0 {
-			data = make([]byte, req.Limit)
+		hello := &Response{ProtocolVersion: ProtocolVersion, ServerID: "echo"}
+		if s.mux {
+			hello.Features = FeatureMux
 		}
-		Reply(str, &Response{Path: req.Path, Data: data, Rev: 42})
+		Reply(str, hello)
+	case MsgMux:
+		s.muxStreams.Add(1)
+		s.inFlight.Add(-1) // the mux stream is no request; its calls are
+		s.serveMux(conn, str)
+		s.inFlight.Add(1)
+	case MsgGet:
+		Reply(str, echoGet(req))
 	case MsgLock:
 		if err := WriteResponse(str, &Response{Lock: LockQueued, Node: req.Path + "/lock-0000000001", Rev: 7}); err != nil {
 			return
@@ -182,13 +191,57 @@ func (s *echoServer) serveStream(conn *Conn, str *quic.Stream) {
 		case <-s.ctx.Done():
 		}
 	case MsgSync:
-		select {
-		case <-str.Context().Done():
-			s.canceled <- struct{}{}
-		case <-s.ctx.Done():
-		}
+		s.sync(str.Context())
 	default:
 		Reject(str, fmt.Errorf("%w: %v", ErrUnknownType, req.Type))
+	}
+}
+
+func echoGet(req *Request) *Response {
+	data := req.Data
+	if req.Limit > 0 {
+		data = make([]byte, req.Limit)
+	}
+	return &Response{Path: req.Path, Data: data, Rev: 42}
+}
+
+// sync blocks until ctx ends (reported on canceled) or the server stops.
+func (s *echoServer) sync(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		s.canceled <- struct{}{}
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *echoServer) serveMux(conn *Conn, str *quic.Stream) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	m := NewMuxServer(ctx, str, conn.MaxFrameSize(), 5*time.Second)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		call, err := m.Next()
+		if err != nil {
+			return
+		}
+		switch call.Req.Type {
+		case MsgGet:
+			if call.Req.Path == "/reset" {
+				abort(str, StreamCanceled)
+				return
+			}
+			m.Reply(call, echoGet(call.Req))
+		case MsgSync:
+			wg.Go(func() {
+				s.inFlight.Add(1)
+				defer s.inFlight.Add(-1)
+				s.sync(call.Ctx)
+				m.Reply(call, &Response{})
+			})
+		default:
+			m.Reply(call, ErrorResponse(fmt.Errorf("%w: %v", ErrUnknownType, call.Req.Type)))
+		}
 	}
 }
 

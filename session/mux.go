@@ -1,0 +1,400 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// MuxMaxFrame is the largest request body a client sends on the mux
+// stream and the largest frame a server reads there. A larger request
+// takes a stream of its own: on the mux it would hold back every call
+// behind it, and the server reads mux frames into a buffer of at most
+// this size whatever its MaxFrameSize.
+const MuxMaxFrame = 64 << 10
+
+// muxOpen is the first frame of every mux stream.
+var muxOpen = mustFrame(&Request{Type: MsgMux})
+
+func mustFrame(req *Request) []byte {
+	b, err := appendFrame(nil, req)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// frameWriter is the write side of a stream as the mux uses it
+// (*quic.Stream; tests and fuzzing substitute their own).
+type frameWriter interface {
+	io.Writer
+	TryWriteAll([]byte) error
+	SetWriteDeadline(time.Time) error
+}
+
+// mux is a client connection's multiplexing stream for unary requests,
+// opened by the first call after a Hello whose answer had FeatureMux, and
+// again by the first call after it broke. Calls write under lock; one
+// reader goroutine per stream hands each answer to the call of its id.
+type mux struct {
+	conn *Conn
+	lock chan struct{} // held to open the stream or to write a frame
+	cur  *muxStream    // guarded by lock; nil or broken: the next call opens one
+	next atomic.Uint64 // the last call id given; ids are never reused on a connection
+}
+
+func newMux(conn *Conn) *mux { return &mux{conn: conn, lock: make(chan struct{}, 1)} }
+
+// muxStream is one mux stream and the calls waiting for their answers.
+type muxStream struct {
+	str *quic.Stream
+
+	mu    sync.Mutex
+	calls map[uint64]chan<- muxAnswer
+	err   error // the stream broke: every call waiting got it, new ones fail with it
+}
+
+type muxAnswer struct {
+	resp *Response
+	err  error
+}
+
+// errNotForMux: the request is too large for the mux stream; nothing was
+// sent, and the caller sends it on a stream of its own.
+var errNotForMux = errors.New("latch: request too large for the mux stream")
+
+// roundTrip sends req on the mux stream and waits for its answer, with
+// RoundTrip's results, or errNotForMux.
+func (m *mux) roundTrip(ctx context.Context, req *Request) (*Response, error) {
+	id := m.next.Add(1)
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	req.Call = id
+	frame, err := appendFrame((*bp)[:0], req)
+	req.Call = 0 // the caller may send req again, on this link or another
+	if err != nil {
+		return nil, err
+	}
+	if cap(frame) <= maxPooledBuf {
+		*bp = frame[:0]
+	}
+	if len(frame)-frameHeaderLen > min(MuxMaxFrame, m.conn.maxFrame) {
+		return nil, errNotForMux
+	}
+	answer := make(chan muxAnswer, 1)
+	select {
+	case m.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err() // nothing sent
+	}
+	ms, err := m.stream(ctx)
+	if err == nil {
+		err = ms.add(id, answer)
+	}
+	if err == nil {
+		if err = ms.write(ctx, frame); err != nil {
+			ms.fail(err)
+		}
+	}
+	<-m.lock
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	select {
+	case a := <-answer:
+		return a.resp, a.err
+	case <-ctx.Done():
+		if ms.remove(id) {
+			go m.cancel(ms, id)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// stream returns the live mux stream, opening one when there is none. The
+// caller holds m.lock.
+func (m *mux) stream(ctx context.Context) (*muxStream, error) {
+	if m.cur != nil && m.cur.live() {
+		return m.cur, nil
+	}
+	str, err := m.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms := &muxStream{str: str, calls: map[uint64]chan<- muxAnswer{}}
+	if err := ms.write(ctx, muxOpen); err != nil {
+		abort(str, StreamCanceled)
+		return nil, err
+	}
+	m.cur = ms
+	go ms.read(m.conn.maxFrame)
+	return ms, nil
+}
+
+// cancel tells the server that the caller of id gave up: it cancels the
+// handler and sends no answer. Nothing depends on it arriving.
+func (m *mux) cancel(ms *muxStream, id uint64) {
+	frame := mustFrame(&Request{Type: MsgCancel, Call: id})
+	m.lock <- struct{}{}
+	defer func() { <-m.lock }()
+	if ms.live() {
+		if err := ms.write(context.Background(), frame); err != nil {
+			ms.fail(err)
+		}
+	}
+}
+
+// write writes one frame. Flow control may hold it back; a caller whose
+// ctx ends meanwhile resets the stream, for a frame cut short would break
+// the framing of every call after it.
+func (ms *muxStream) write(ctx context.Context, frame []byte) error {
+	err := ms.str.TryWriteAll(frame)
+	if !errors.Is(err, quic.ErrWouldBlock) {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { ms.str.CancelWrite(StreamCanceled) })
+	defer stop()
+	_, err = ms.str.Write(frame)
+	return err
+}
+
+func (ms *muxStream) live() bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.err == nil
+}
+
+func (ms *muxStream) add(id uint64, answer chan<- muxAnswer) error {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.err != nil {
+		return ms.err
+	}
+	ms.calls[id] = answer
+	return nil
+}
+
+// remove forgets call id, reporting whether it was still waiting.
+func (ms *muxStream) remove(id uint64) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	_, ok := ms.calls[id]
+	delete(ms.calls, id)
+	return ok
+}
+
+// fail ends the stream: every call waiting gets err, the way each would
+// have got it on a stream of its own, and the next call opens a new one.
+func (ms *muxStream) fail(err error) {
+	ms.finish(muxAnswer{err: err}, err)
+}
+
+// finish gives every waiting call a, and makes err the stream's error.
+func (ms *muxStream) finish(a muxAnswer, err error) {
+	ms.mu.Lock()
+	if ms.err != nil {
+		ms.mu.Unlock()
+		return
+	}
+	ms.err = err
+	calls := ms.calls
+	ms.calls = nil
+	ms.mu.Unlock()
+	abort(ms.str, StreamCanceled)
+	for _, answer := range calls {
+		if a.resp != nil {
+			copied := *a.resp
+			answer <- muxAnswer{resp: &copied}
+		} else {
+			answer <- a
+		}
+	}
+}
+
+// read hands every answer to its call until the stream ends. An answer
+// without a call id is the server's answer to the stream as a whole (it
+// refused it: ErrBusy, ...): every waiting call gets it as its own.
+func (ms *muxStream) read(max int) {
+	for {
+		resp, err := ReadResponse(ms.str, max)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				// The server ended the stream: like a stream it
+				// reset, the connection may be fine.
+				err = fmt.Errorf("latch: the server ended the mux stream: %w",
+					&quic.StreamError{StreamID: ms.str.StreamID(), ErrorCode: StreamDone, Remote: true})
+			}
+			ms.fail(err)
+			return
+		}
+		if resp.Call == 0 {
+			if resp.Code == CodeOK {
+				ms.fail(fmt.Errorf("%w: an answer without a call id on the mux stream", ErrMalformed))
+			} else {
+				ms.finish(muxAnswer{resp: resp}, fmt.Errorf("latch: the server refused the mux stream: %w", resp.Err()))
+			}
+			return
+		}
+		ms.mu.Lock()
+		answer, ok := ms.calls[resp.Call]
+		delete(ms.calls, resp.Call)
+		ms.mu.Unlock()
+		if ok { // else the call was cancelled: nobody waits
+			answer <- muxAnswer{resp: resp}
+		}
+	}
+}
+
+// MuxServer is the server's side of a connection's mux stream (MsgMux):
+// Next reads the calls, Reply answers each exactly once, from any
+// goroutine. A call's Ctx ends when the client cancels it (MsgCancel, and
+// then Reply sends nothing) or when the MuxServer's ctx ends.
+type MuxServer struct {
+	ctx     context.Context
+	r       io.Reader
+	w       frameWriter
+	max     int
+	timeout time.Duration
+
+	wmu sync.Mutex // one frame at a time
+
+	mu    sync.Mutex
+	calls map[uint64]context.CancelFunc // calls read and not yet answered
+}
+
+// MuxCall is one request read from a mux stream.
+type MuxCall struct {
+	ID  uint64
+	Req *Request
+	// Ctx ends when the client cancels the call, or the mux stream ends.
+	Ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// NewMuxServer serves str, a stream whose first frame was MsgMux, under
+// ctx. Requests above max bytes are answered ErrFrameTooLarge; an answer
+// the client does not take within writeTimeout fails Reply (close the
+// connection: a client that stops reading its mux stream must not hold
+// the server's memory).
+func NewMuxServer(ctx context.Context, str *quic.Stream, max int, writeTimeout time.Duration) *MuxServer {
+	return newMuxServer(ctx, str, str, max, writeTimeout)
+}
+
+func newMuxServer(ctx context.Context, r io.Reader, w frameWriter, max int, writeTimeout time.Duration) *MuxServer {
+	return &MuxServer{ctx: ctx, r: r, w: w, max: max, timeout: writeTimeout, calls: map[uint64]context.CancelFunc{}}
+}
+
+// Next reads the next call. Cancel frames are handled here: one naming a
+// call in flight cancels its Ctx; one naming no call (it was answered
+// already, the answer and the cancel crossed) is ignored. io.EOF means the
+// client closed the stream; an error wrapping ErrMalformed or
+// ErrFrameTooLarge means it broke the protocol (a frame that cannot be
+// read, a call without an id or with the id of a call in flight): close
+// the connection.
+func (m *MuxServer) Next() (*MuxCall, error) {
+	for {
+		req, size, err := m.read()
+		if err != nil {
+			return nil, err
+		}
+		if req.Type == MsgCancel {
+			m.mu.Lock()
+			cancel := m.calls[req.Call]
+			delete(m.calls, req.Call)
+			m.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+			continue
+		}
+		if req.Call == 0 {
+			return nil, fmt.Errorf("%w: a %v request without a call id on the mux stream", ErrMalformed, req.Type)
+		}
+		ctx, cancel := context.WithCancel(m.ctx)
+		call := &MuxCall{ID: req.Call, Req: req, Ctx: ctx, cancel: cancel}
+		m.mu.Lock()
+		_, dup := m.calls[call.ID]
+		if !dup {
+			m.calls[call.ID] = cancel
+		}
+		m.mu.Unlock()
+		if dup {
+			cancel()
+			return nil, fmt.Errorf("%w: call id %d is already in flight on the mux stream", ErrMalformed, call.ID)
+		}
+		if size > m.max {
+			err := m.Reply(call, ErrorResponse(fmt.Errorf("%w: request of %d bytes, max %d", ErrFrameTooLarge, size, m.max)))
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return call, nil
+	}
+}
+
+// read reads one request frame and its body size.
+func (m *MuxServer) read() (*Request, int, error) {
+	bp := frameBufs.Get().(*[]byte)
+	defer frameBufs.Put(bp)
+	body, err := ReadFrame(m.r, MuxMaxFrame, *bp)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cap(body) > cap(*bp) {
+		*bp = body[:0]
+	}
+	req := new(Request)
+	if err := decodeBody(body, req); err != nil {
+		return nil, 0, err
+	}
+	return req, len(body), nil
+}
+
+// Reply answers call with resp (its Call set to the call's id) unless the
+// client cancelled it, and ends the call's Ctx. An error means the answer
+// could not be written: the stream is unusable.
+func (m *MuxServer) Reply(call *MuxCall, resp *Response) error {
+	m.mu.Lock()
+	_, live := m.calls[call.ID]
+	delete(m.calls, call.ID)
+	m.mu.Unlock()
+	call.cancel()
+	if !live {
+		return nil
+	}
+	resp.Call = call.ID
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	frame, err := appendFrame((*bp)[:0], resp)
+	if err != nil {
+		// Too large to encode: say so instead of leaving the call waiting.
+		fail := ErrorResponse(fmt.Errorf("%w: %v", ErrInternal, err))
+		fail.Call = call.ID
+		frame, err = appendFrame((*bp)[:0], fail)
+		if err != nil {
+			return err
+		}
+	}
+	if cap(frame) <= maxPooledBuf {
+		*bp = frame[:0]
+	}
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	err = m.w.TryWriteAll(frame)
+	if !errors.Is(err, quic.ErrWouldBlock) {
+		return err
+	}
+	m.w.SetWriteDeadline(time.Now().Add(m.timeout))
+	defer m.w.SetWriteDeadline(time.Time{})
+	if _, err := m.w.Write(frame); err != nil {
+		return fmt.Errorf("latch: writing an answer on the mux stream: %w", err)
+	}
+	return nil
+}
