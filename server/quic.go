@@ -145,7 +145,7 @@ func (c *Config) validateFront() error {
 }
 
 // front is a member's client side: the QUIC listener, one goroutine per
-// connection and per request stream, the request handlers, the watch hub
+// connection, per request stream and per call on a mux stream, the request handlers, the watch hub
 // and the leader's lease keeper. Decisions DESIGN.md leaves open:
 //
 //   - The client listener binds in New (port 0 resolves, ClientAddr then
@@ -163,6 +163,14 @@ func (c *Config) validateFront() error {
 //     once; more are refused at once with ErrBusy. A request frame must
 //     arrive within 10s of its stream opening. A handler panic is logged
 //     and answered with ErrInternal.
+//   - Mux stream (Hello offers FeatureMux unless Transport.DisableMux):
+//     one per connection, a newer one replaces it; it holds no request
+//     slot, its calls do (the same caps, ErrBusy with the call's id). Each
+//     call runs in its own goroutine through answer, like a unary request
+//     on its own stream; streaming types are refused (ErrMalformed). An
+//     answer not taken within 30s, or bad input (unreadable frame, no call
+//     id, duplicate id, frame above session.MuxMaxFrame), closes the
+//     connection with ConnProtocol.
 //   - Sessions: leader only (followers answer ErrNotLeader with the
 //     leader's client address, ErrNoLeader when none is known or the new
 //     leader has not loaded its sessions yet). TTLs are clamped into

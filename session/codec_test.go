@@ -90,7 +90,13 @@ func TestCodecRoundTrip(t *testing.T) {
 // another build. Regenerate with -update only for a deliberate change (and
 // bump ProtocolVersion if old peers cannot read it).
 func TestWireGolden(t *testing.T) {
-	cases := map[string]any{"request": fullRequest(), "response": fullResponse()}
+	cases := map[string]any{
+		"request": fullRequest(), "response": fullResponse(),
+		"mux-open":   &Request{Type: MsgMux},
+		"mux-call":   &Request{Type: MsgGet, Call: 7, Path: "/a"},
+		"mux-cancel": &Request{Type: MsgCancel, Call: 7},
+		"mux-answer": &Response{Call: 7, Rev: 3},
+	}
 	for name, v := range cases {
 		frame, err := appendFrame(nil, v)
 		if err != nil {

@@ -22,6 +22,28 @@
 // from the stream's Context and drops the work (a lock waiter withdraws, a
 // watch ends). StreamReader.Close does the same on purpose.
 //
+// The mux stream: a stream per request costs datagrams (quic-go sends a
+// MAX_STREAMS frame in a packet of its own as each incoming stream ends,
+// and that packet wants acks of its own) and allocations on both sides.
+// When the server's Hello answer has FeatureMux, RoundTrip sends unary
+// requests of at most MuxMaxFrame bytes on one long-lived stream instead,
+// opened by the first call (its first frame is MsgMux): each request
+// carries a call id (Request.Call, from 1, never reused on the
+// connection), a reader goroutine hands each answer (Response.Call) to its
+// call, answers come in any order. A call whose ctx ends returns at once
+// and sends MsgCancel; the server cancels the handler and answers nothing.
+// When the mux stream breaks, every call on it fails as its own stream
+// would have (a *quic.StreamError when only the stream ended, the
+// connection's error when that closed) and the next call opens a new one.
+// An answer without a call id is the server's answer to the stream itself
+// (it was refused, ErrBusy): every call on it gets that answer. Server
+// side, ReadRequest returns a MsgMux frame at once and NewMuxServer serves
+// the rest: Next reads calls (handling cancels; a call without an id, a
+// duplicate id in flight or an unreadable frame is an error: close the
+// connection; a request above the server's MaxFrameSize is answered
+// ErrFrameTooLarge), Reply answers each once under a write lock with a
+// deadline. Config.DisableMux turns it off on either side.
+//
 // Server side: Listen, Accept, conn.AcceptStream, then per stream:
 //
 //	defer session.EndStream(str)  // both directions finished, always
@@ -141,8 +163,8 @@
 //
 // # Transport defaults
 //
-// Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (requests
-// in flight per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
+// Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (streams
+// open at once per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
 // HandshakeTimeout 10s (silence during the handshake; the whole handshake
 // is bounded by twice that), FailureTimeout off (clients: the fast
 // watchdog while a call waits, liveness.go; servers echo its pings on

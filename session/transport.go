@@ -18,8 +18,9 @@ type Config struct {
 	// MaxFrameSize bounds one frame body this side reads. Default
 	// DefaultMaxFrameSize; at most 64 MiB.
 	MaxFrameSize int
-	// MaxIncomingStreams is how many requests a client may have in flight
-	// on one connection (every request is a stream). Default 10000.
+	// MaxIncomingStreams is how many streams a client may have open at
+	// once on one connection (a streaming request, or a unary one not on
+	// the mux stream, is a stream). Default 10000.
 	MaxIncomingStreams int64
 	// KeepAlivePeriod is how often an idle connection sends a QUIC ping so
 	// that NATs and the idle timeout keep it open. Default 5s.
