@@ -645,7 +645,13 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 	str.SetReadDeadline(time.Time{}) // between calls a mux stream may idle
 	m := session.NewMuxServer(ctx, str, c.conn.MaxFrameSize(), muxWriteTimeout)
 	reply := func(call *session.MuxCall, resp *session.Response) {
-		if err := m.Reply(call, resp); err != nil {
+		err := m.Reply(call, resp)
+		var se *quic.StreamError
+		switch {
+		case err == nil:
+		case errors.As(err, &se):
+			end() // the client reset the stream: it is over, not the connection
+		default:
 			c.log.Debug("mux stream write failed", "err", err)
 			c.conn.CloseWithError(session.ConnProtocol, "latch: the client does not read its mux stream")
 		}

@@ -358,15 +358,17 @@ func (m *MuxServer) read() (*Request, int, error) {
 }
 
 // Reply answers call with resp (its Call set to the call's id) unless the
-// client cancelled it, and ends the call's Ctx. An error means the answer
-// could not be written: the stream is unusable.
+// client cancelled it or the MuxServer's ctx ended (nobody reads the
+// answer), and ends the call's Ctx. An error means the answer could not
+// be written: the stream is unusable (a *quic.StreamError: the client
+// reset it; a timeout: the client did not take the answer in time).
 func (m *MuxServer) Reply(call *MuxCall, resp *Response) error {
 	m.mu.Lock()
 	_, live := m.calls[call.ID]
 	delete(m.calls, call.ID)
 	m.mu.Unlock()
 	call.cancel()
-	if !live {
+	if !live || m.ctx.Err() != nil {
 		return nil
 	}
 	resp.Call = call.ID

@@ -302,3 +302,23 @@ func TestMuxServerCancel(t *testing.T) {
 		t.Fatalf("answers %+v; want only call 2's", got)
 	}
 }
+
+// Once the mux stream is over (its ctx ended), answers of calls still
+// running are dropped: nobody reads them, and a failed write must not
+// look like a client that stopped reading.
+func TestMuxServerReplyAfterEnd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &frames{}
+	m := newMuxServer(ctx, bytes.NewReader(muxInput(&Request{Type: MsgSync, Call: 1})), w, DefaultMaxFrameSize, time.Second)
+	call, err := m.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if call.Ctx.Err() == nil {
+		t.Fatal("the stream's end did not end the call's Ctx")
+	}
+	if err := m.Reply(call, &Response{}); err != nil || w.buf.Len() != 0 {
+		t.Fatalf("Reply after the end: %v, wrote %d bytes", err, w.buf.Len())
+	}
+}
