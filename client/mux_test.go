@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/session"
 )
 
 // Against members that do not offer the mux stream (built before it),
@@ -31,5 +33,56 @@ func TestMembersWithoutMux(t *testing.T) {
 	}
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// When the member ends the client's mux stream (here: another mux stream
+// of the connection replaces it), calls go on: reads retry on a new mux
+// stream of the same connection.
+func TestMuxStreamEndedByMember(t *testing.T) {
+	tc := startCluster(t, 1, clusterOptions{})
+	c := tc.dial(5 * time.Second)
+	ctx := testCtx(t)
+	if _, err := c.Create(ctx, "/a", []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.waitLink(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for range 200 {
+			if _, _, err := c.Get(ctx, "/a"); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for range 3 {
+		str, err := l.conn.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := session.EncodeRequest(&session.Request{Type: session.MsgMux})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("get while the member ended the mux stream: %v", err)
+	}
+	if data, _, err := c.Get(ctx, "/a"); err != nil || string(data) != "v0" {
+		t.Fatalf("get after: %q, %v", data, err)
+	}
+	c.mu.Lock()
+	same := c.cur == l
+	c.mu.Unlock()
+	if !same {
+		t.Fatal("the client reconnected; ending the mux stream must not cost the connection")
 	}
 }
