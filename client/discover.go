@@ -18,7 +18,7 @@ import (
 // endpoint at once who leads (session.Probe: one datagram each way, no
 // handshake), then completes a QUIC+TLS handshake with the leader only.
 // While members answer but know no leader (an election runs), it asks
-// again every electionPoll; the first answer naming the new leader sends
+// again after electionPoll, later less often (electionPause); the first answer naming the new leader sends
 // it there. Endpoints that do not answer the probe at all are dialed as
 // before, one after another (attemptStagger), so a cluster that does not
 // speak the probe still works.
@@ -32,8 +32,15 @@ const (
 	probeWait   = 100 * time.Millisecond
 	probeResend = 30 * time.Millisecond
 	// electionPoll is the pause between probe rounds while members answer
-	// that they know no leader.
-	electionPoll = 20 * time.Millisecond
+	// that they know no leader, for electionFastPolls rounds (an election
+	// usually ends within them); then it doubles with each round up to
+	// electionPollMax, jittered. Thousands of clients lose the leader at
+	// once: polling every 20ms through a slow election, each asking every
+	// member, they would send the candidates hundreds of thousands of
+	// probes a second, and load them while they try to elect.
+	electionPoll      = 20 * time.Millisecond
+	electionFastPolls = 15
+	electionPollMax   = 160 * time.Millisecond
 	// refusedLimit is how long every endpoint must refuse (nothing
 	// listening) before a client that never connected gives up with
 	// ErrNotListening.
@@ -51,12 +58,12 @@ type attempt struct {
 // connect finds the leader and sets up a link to it, until it does or the
 // client closes (nil). Redirects are followed at most MaxRedirects times
 // per leader named, so a redirect loop ends while a leader change does
-// not; between rounds it waits electionPoll while an election runs, else
-// a jittered exponential backoff.
+// not; between rounds it waits electionPause while an election runs,
+// else a jittered exponential backoff.
 func (c *Client) connect() *link {
 	hops := redirects{}
 	var refusedSince time.Time
-	round := 0
+	round, polls := 0, 0
 	for {
 		sv := c.survey()
 		if c.ctx.Err() != nil {
@@ -101,10 +108,13 @@ func (c *Client) connect() *link {
 		} else if sv.electing {
 			c.setLastErr(fmt.Errorf("%w: an election is running (asked %s)", ErrNoLeader, strings.Join(sv.tried, ", ")))
 		}
-		pause := c.backoff(round)
-		round++
+		var pause time.Duration
 		if sv.electing {
-			pause, round = electionPoll, 0
+			pause, round = electionPause(polls), 0
+			polls++
+		} else {
+			pause, polls = c.backoff(round), 0
+			round++
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -114,6 +124,15 @@ func (c *Client) connect() *link {
 			return nil
 		}
 	}
+}
+
+// electionPause is the pause after the n-th probe round (from 0) in a row
+// that found an election running.
+func electionPause(n int) time.Duration {
+	if n < electionFastPolls {
+		return electionPoll
+	}
+	return equalJitter(min(electionPoll<<min(n-electionFastPolls+1, 16), electionPollMax))
 }
 
 // survey is what one round of probes found.

@@ -25,7 +25,10 @@
 // resumes every live session (ResumeSession with the session's secret,
 // 64 at a time), renews them at once, and re-opens every watch from the
 // last revision it delivered. While members answer that they know no
-// leader (an election runs) it asks again every 20ms. Endpoints that do
+// leader (an election runs) it asks again every 20ms; after 300ms of that,
+// twice as long each time, up to 80-160ms (thousands of clients lose the
+// leader at once, and their probes must not load the candidates through a
+// long election). Endpoints that do
 // not answer the probe at all (a firewall, an older server) are dialed
 // one after another, each attempt starting when the previous one failed
 // or after 250ms (Happy Eyeballs, RFC 8305). Requests issued meanwhile

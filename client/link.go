@@ -66,6 +66,11 @@ func (c *Client) backoff(n int) time.Duration {
 	if n < 30 {
 		d = min(c.cfg.MinBackoff<<n, c.cfg.MaxBackoff)
 	}
+	return equalJitter(d)
+}
+
+// equalJitter returns a random point in the upper half of d.
+func equalJitter(d time.Duration) time.Duration {
 	if d <= 1 {
 		return d
 	}

@@ -195,3 +195,28 @@ func TestWatchDeliveryExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// Probe rounds during an election stay at electionPoll for the first
+// rounds (a usual election ends within them, so failover is not slowed),
+// then back off up to electionPollMax.
+func TestElectionPause(t *testing.T) {
+	for n := range electionFastPolls {
+		if d := electionPause(n); d != electionPoll {
+			t.Fatalf("round %d: pause %v, want %v", n, d, electionPoll)
+		}
+	}
+	prevMax := electionPoll
+	for n := electionFastPolls; n < electionFastPolls+10; n++ {
+		d := electionPause(n)
+		hi := min(electionPoll<<(n-electionFastPolls+1), electionPollMax)
+		if d < hi/2 || d >= hi || hi < prevMax {
+			t.Fatalf("round %d: pause %v, want in [%v, %v)", n, d, hi/2, hi)
+		}
+		prevMax = hi
+	}
+	for _, n := range []int{100, 1000, 1 << 30} {
+		if d := electionPause(n); d < electionPollMax/2 || d >= electionPollMax {
+			t.Fatalf("round %d: pause %v, want in [%v, %v)", n, d, electionPollMax/2, electionPollMax)
+		}
+	}
+}

@@ -144,7 +144,8 @@
 //  4. Clients reconnect (a few ms): they probe every member at once with
 //     one datagram (probe.go, session.Probe), dial only the member that
 //     answers it is the ready leader, say Hello and resume their sessions;
-//     while members answer "no leader yet" they probe again every 20ms.
+//     while members answer "no leader yet" they probe again every 20ms
+//     (less often after 300ms).
 //  5. First grant (one commit): the holder's release, retried on the new
 //     connection (a release is idempotent by request node), commits and
 //     the grant goes to the next waiter, which re-attached to its request.
