@@ -137,3 +137,30 @@ func BenchmarkIntegrity100k(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEntryCodec is what every proposal (encode, on the leader) and
+// every applied entry (decode, on each member) pays for the log format.
+func BenchmarkEntryCodec(b *testing.B) {
+	e := &Entry{Time: 1_700_000_000_000_000_000, Cmd: Command{Op: OpLockRequest, Path: "/latch-bench-0123456789ab/contended/l3",
+		Session: 123456, Identity: "bench-client", RequestID: "r-1234"}}
+	enc, err := EncodeEntry(e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := EncodeEntry(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := DecodeEntry(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

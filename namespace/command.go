@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -169,13 +170,39 @@ var entryHandle = func() *codec.MsgpackHandle {
 	return h
 }()
 
+// Encoders and decoders are reused: making one costs several allocations
+// (an encoder also a 1 KiB buffer), once per proposal on the leader and
+// once per applied entry on every member. One that failed is dropped, in
+// case it was left half-way through a value.
+var (
+	entryEncoders = sync.Pool{New: func() any {
+		b := make([]byte, 0, 1024)
+		return &entryEncoder{enc: codec.NewEncoderBytes(&b, entryHandle), buf: b}
+	}}
+	entryDecoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, entryHandle) }}
+)
+
+var noBytes = []byte{}
+
+type entryEncoder struct {
+	enc *codec.Encoder
+	buf []byte // scratch; the entry is copied out at its own size
+}
+
 // EncodeEntry encodes e for the raft log.
 func EncodeEntry(e *Entry) ([]byte, error) {
-	var b []byte
-	if err := codec.NewEncoderBytes(&b, entryHandle).Encode(e); err != nil {
+	x := entryEncoders.Get().(*entryEncoder)
+	b := x.buf[:0]
+	x.enc.ResetBytes(&b)
+	if err := x.enc.Encode(e); err != nil {
 		return nil, fmt.Errorf("latch: encode entry: %w", err)
 	}
-	return b, nil
+	out := append([]byte(nil), b...)
+	if cap(b) <= 64<<10 { // a huge entry's buffer is not kept
+		x.buf = b[:0]
+	}
+	entryEncoders.Put(x)
+	return out, nil
 }
 
 // DecodeEntry decodes a raft log entry. It never panics: garbage yields an
@@ -187,12 +214,15 @@ func DecodeEntry(b []byte) (e *Entry, err error) {
 		}
 	}()
 	e = new(Entry)
-	d := codec.NewDecoderBytes(b, entryHandle)
+	d := entryDecoders.Get().(*codec.Decoder)
+	d.ResetBytes(b)
 	if err := d.Decode(e); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if n := d.NumBytesRead(); n != len(b) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b)-n)
 	}
+	d.ResetBytes(noBytes) // not to keep the entry alive (nil is ignored)
+	entryDecoders.Put(d)
 	return e, nil
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"sync"
 	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 func fullEntry() *Entry {
@@ -114,4 +117,62 @@ func FuzzDecodeEntry(f *testing.F) {
 		// Whatever decodes must apply without panicking.
 		s.Apply(s.AppliedIndex()+1, e.Time, &e.Cmd)
 	})
+}
+
+// TestEntryCodecReuse: encoders and decoders come from pools, so each call
+// must start clean whatever the one before did (garbage that failed half
+// way, an entry larger than the kept buffer), on any goroutine, and give
+// exactly the bytes a fresh encoder gives.
+func TestEntryCodecReuse(t *testing.T) {
+	fresh := func(e *Entry) []byte {
+		var b []byte
+		if err := codec.NewEncoderBytes(&b, entryHandle).Encode(e); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	newEntries := func() []*Entry {
+		return []*Entry{
+			fullEntry(),
+			{Time: 3, Cmd: Command{Op: OpCreate, Path: "/big", Data: bytes.Repeat([]byte("d"), 100_000)}},
+			{Time: 4, Cmd: Command{Op: OpLockRequest, Path: "/l", Session: 9, RequestID: "r1"}},
+		}
+	}
+	entries, wants := newEntries(), newEntries() // wants normalized, before the goroutines share them
+	for _, w := range wants {
+		normalize(&w.Cmd)
+	}
+	garbage := [][]byte{{0x81, 0xa1, 'c', 0x81, 0xa1, 'o', 0xa3, 'x', 'y', 'z'}, fresh(fullEntry())[:20], {0xc3}}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				e, want := entries[(g+i)%len(entries)], wants[(g+i)%len(entries)]
+				b, err := EncodeEntry(e)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if want := fresh(e); !bytes.Equal(b, want) {
+					t.Errorf("pooled encoder gave %x, a fresh one %x", b, want)
+					return
+				}
+				if _, err := DecodeEntry(garbage[i%len(garbage)]); !errors.Is(err, ErrMalformed) {
+					t.Errorf("garbage decoded: %v", err)
+					return
+				}
+				got, err := DecodeEntry(b)
+				if err != nil {
+					t.Errorf("decode after garbage: %v", err)
+					return
+				}
+				normalize(&got.Cmd)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
