@@ -16,11 +16,13 @@ import (
 // be cheap with thousands of idle connections. Fast detection
 // (Config.FailureTimeout) is only worth its packets while a call waits on
 // the member: a request in flight or a streaming request open (a lock
-// wait, a watch). While one does, the client's watchdog sends a ping, one
-// QUIC DATAGRAM carrying its send time, each time a quarter of
-// FailureTimeout passes without an echo of a newer ping, and closes the
-// connection when no ping sent within the last FailureTimeout was echoed.
-// The member echoes every ping it receives (EchoPings). An echo proves
+// wait, a watch; the mux stream that carries unary calls counts by its
+// calls). While one does, the client's watchdog sends a ping, one QUIC
+// DATAGRAM carrying its send time, each time a quarter of FailureTimeout
+// passes without an echo of a newer ping, and closes the connection when
+// FailureTimeout passed without an echo and the oldest unanswered ping is
+// three quarters of it old (as QUIC's own ping and idle timeout did). The
+// member echoes every ping it receives (EchoPings). An echo proves
 // the member was alive when its ping was sent, however late the client
 // reads it, so echoes queued while idle never vouch for the present.
 //
@@ -37,8 +39,8 @@ import (
 // sends no fast pings.
 
 // pingSize is the size of a ping and its echo: the client's send time, in
-// nanoseconds since the watchdog started. Larger datagrams are not
-// echoed.
+// nanoseconds since the watchdog started. Datagrams of another size are
+// not echoed.
 const pingSize = 8
 
 // watchdog closes a client connection whose member stopped echoing
