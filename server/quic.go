@@ -220,7 +220,8 @@ type front struct {
 	streams        chan struct{} // one slot per request stream in flight, all connections
 	refusedConns   atomic.Uint64
 	refusedStreams atomic.Uint64
-	watchesBy      watchCounts // caps.go
+	pingsEchoed    atomic.Uint64 // liveness pings answered (session.(*Conn).EchoPings)
+	watchesBy      watchCounts   // caps.go
 	capRefusals    capRefusals
 }
 
@@ -436,7 +437,7 @@ func (c *clientConn) serve() {
 	defer c.conn.CloseWithError(session.ConnClosed, "")
 	// Echo liveness pings from the start: a client pings while its Hello
 	// waits too.
-	wg.Go(c.conn.EchoPings)
+	wg.Go(func() { c.conn.EchoPings(&c.f.pingsEchoed) })
 	if !c.hello() {
 		return
 	}

@@ -171,10 +171,11 @@ func (w *watchdog) receive(ctx context.Context, d time.Duration, heard *time.Dur
 }
 
 // EchoPings answers the client's liveness pings (see watchdog) until the
-// connection ends: every datagram of pingSize is sent back as it came.
-// Servers run it on every connection that negotiated datagrams; it costs
-// a goroutine blocked on the connection and nothing per idle second.
-func (c *Conn) EchoPings() {
+// connection ends: every datagram of pingSize is sent back as it came,
+// and counted in echoed when it is not nil. Servers run it on every
+// connection that negotiated datagrams; it costs a goroutine blocked on
+// the connection and nothing per idle second.
+func (c *Conn) EchoPings(echoed *atomic.Uint64) {
 	if !c.ConnectionState().SupportsDatagrams.Remote {
 		return
 	}
@@ -191,6 +192,9 @@ func (c *Conn) EchoPings() {
 		// that pings faster than the path carries is slowed, not buffered.
 		if err := c.SendDatagram(b); err != nil {
 			return
+		}
+		if echoed != nil {
+			echoed.Add(1)
 		}
 	}
 }

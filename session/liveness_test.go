@@ -208,12 +208,15 @@ func TestEchoPingsEchoesPingsOnly(t *testing.T) {
 	}
 	defer ln.Close()
 	ctx := testCtx(t)
+	var echoed atomic.Uint64
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		conn, err := ln.Accept(ctx)
 		if err != nil {
 			return
 		}
-		conn.EchoPings()
+		conn.EchoPings(&echoed)
 	}()
 	conn := dialTest(t, ln.Addr().String(), cliTLS, Config{FailureTimeout: time.Minute})
 	for _, b := range [][]byte{[]byte("not a ping"), []byte("12345678")} {
@@ -227,6 +230,11 @@ func TestEchoPingsEchoesPingsOnly(t *testing.T) {
 	}
 	if string(echo) != "12345678" {
 		t.Fatalf("echo %q, want the ping only", echo)
+	}
+	conn.Close()
+	<-done // EchoPings ends with the connection
+	if n := echoed.Load(); n != 1 {
+		t.Fatalf("%d echoes counted, want 1", n)
 	}
 }
 
