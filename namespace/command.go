@@ -170,39 +170,18 @@ var entryHandle = func() *codec.MsgpackHandle {
 	return h
 }()
 
-// Encoders and decoders are reused: making one costs several allocations
-// (an encoder also a 1 KiB buffer), once per proposal on the leader and
-// once per applied entry on every member. One that failed is dropped, in
+// The reflection decoder is the fast decoder's fallback (entrycodec.go)
+// and reads the settings and lock history records. Decoders are reused:
+// making one costs several allocations. One that failed is dropped, in
 // case it was left half-way through a value.
-var (
-	entryEncoders = sync.Pool{New: func() any {
-		b := make([]byte, 0, 1024)
-		return &entryEncoder{enc: codec.NewEncoderBytes(&b, entryHandle), buf: b}
-	}}
-	entryDecoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, entryHandle) }}
-)
+var entryDecoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, entryHandle) }}
 
 var noBytes = []byte{}
 
-type entryEncoder struct {
-	enc *codec.Encoder
-	buf []byte // scratch; the entry is copied out at its own size
-}
-
-// EncodeEntry encodes e for the raft log.
+// EncodeEntry encodes e for the raft log: the bytes entryHandle's encoder
+// writes, made by hand (entrycodec.go) in one allocation of their size.
 func EncodeEntry(e *Entry) ([]byte, error) {
-	x := entryEncoders.Get().(*entryEncoder)
-	b := x.buf[:0]
-	x.enc.ResetBytes(&b)
-	if err := x.enc.Encode(e); err != nil {
-		return nil, fmt.Errorf("latch: encode entry: %w", err)
-	}
-	out := append([]byte(nil), b...)
-	if cap(b) <= 64<<10 { // a huge entry's buffer is not kept
-		x.buf = b[:0]
-	}
-	entryEncoders.Put(x)
-	return out, nil
+	return mpEntry(make([]byte, 0, mpEntrySize(e)), e), nil
 }
 
 // DecodeEntry decodes a raft log entry. It never panics: garbage yields an
@@ -213,7 +192,16 @@ func DecodeEntry(b []byte) (e *Entry, err error) {
 			e, err = nil, fmt.Errorf("%w: %v", ErrMalformed, r)
 		}
 	}()
-	e = new(Entry)
+	if e, ok := decodeEntryFast(b); ok {
+		return e, nil
+	}
+	return decodeEntryReflect(b)
+}
+
+// decodeEntryReflect is DecodeEntry by go-msgpack's reflection decoder
+// (the caller recovers its panics).
+func decodeEntryReflect(b []byte) (*Entry, error) {
+	e := new(Entry)
 	d := entryDecoders.Get().(*codec.Decoder)
 	d.ResetBytes(b)
 	if err := d.Decode(e); err != nil {

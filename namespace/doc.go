@@ -61,6 +61,10 @@
 //     and C1) is refused, not only those below 0x20.
 //   - DecodeEntry refuses fields it does not know: they come from a newer
 //     version whose meaning this one would silently drop.
+//   - EncodeEntry and DecodeEntry are hand-written (entrycodec.go) but the
+//     log format is still go-msgpack's reflection encoding under
+//     entryHandle, byte for byte (FuzzEntryCodec); the reflection decoder
+//     reads what the hand decoder declines.
 //
 // # Badger layout
 //
@@ -153,6 +157,7 @@
 //
 // To add a setting: add an integer field to Limits (latch limits handles
 // settings as integers by json name) with a new codec tag and a json name, its default in DefaultLimits and its bounds in Limits.Validate,
+// its tag in mpLimitsFields (entrycodec.go, sorted),
 // and read it in Apply through cmdCtx.limits() (reads outside Apply use
 // Store.Limits()). A record written before the field existed decodes with
 // the default (records decode over DefaultLimits), so no migration is
@@ -165,8 +170,9 @@
 // Append Op and EventType values (never renumber): ops after OpLockRenew
 // are explicit constants in each workstream's range, with an opNames
 // entry. Add fields at the end of Command with new codec tags (prefixed
-// by area) and omitempty, add a case to cmdCtx.apply and a file with the
-// op functions. An op reads and writes
+// by area) and omitempty, and to the hand-written log codec in
+// entrycodec.go (TestEntryCodecEveryField fails until then); add a case to
+// cmdCtx.apply and a file with the op functions. An op reads and writes
 // only through cmdCtx (node, putNode, getRaw, putRaw, deleteRaw, emit), so
 // failure atomicity, multi and batching come for free.
 //
