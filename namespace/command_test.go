@@ -119,10 +119,10 @@ func FuzzDecodeEntry(f *testing.F) {
 	})
 }
 
-// TestEntryCodecReuse: encoders and decoders come from pools, so each call
-// must start clean whatever the one before did (garbage that failed half
-// way, an entry larger than the kept buffer), on any goroutine, and give
-// exactly the bytes a fresh encoder gives.
+// TestEntryCodecReuse: the reflection decoders (the fallback) come from a
+// pool, so each call must start clean whatever the one before did (garbage
+// that failed half way, a large entry), on any goroutine, and EncodeEntry
+// must give exactly the bytes a fresh reflection encoder gives.
 func TestEntryCodecReuse(t *testing.T) {
 	fresh := func(e *Entry) []byte {
 		var b []byte
