@@ -21,7 +21,9 @@ import (
 // DATAGRAM carrying its send time, each time a quarter of FailureTimeout
 // passes without an echo of a newer ping, and closes the connection when
 // FailureTimeout passed without an echo and the oldest unanswered ping is
-// three quarters of it old (as QUIC's own ping and idle timeout did). The
+// three quarters of it old (as QUIC's own ping and idle timeout did;
+// stretched, like QUIC's, to three probe timeouts when round trips are
+// long). The
 // member echoes every ping it receives (EchoPings). An echo proves
 // the member was alive when its ping was sent, however late the client
 // reads it, so echoes queued while idle never vouch for the present.
@@ -110,6 +112,7 @@ func (w *watchdog) watch(ctx context.Context) bool {
 	heard := w.since()
 	pinged, unanswered := time.Duration(-1), time.Duration(-1) // send times: the last ping, the oldest one after heard
 	for w.waiting.Load() > 0 {
+		failure := w.limit()
 		now := w.since()
 		if now-heard >= quarter && (pinged <= heard || now-pinged >= quarter) {
 			w.ping(now)
@@ -118,10 +121,10 @@ func (w *watchdog) watch(ctx context.Context) bool {
 				unanswered = now
 			}
 		}
-		if unanswered >= 0 && now-heard >= w.failure && now-unanswered >= w.failure-quarter {
+		if unanswered >= 0 && now-heard >= failure && now-unanswered >= failure-quarter {
 			if !w.receive(ctx, time.Millisecond, &heard) {
 				if ctx.Err() == nil {
-					w.conn.CloseWithError(ConnClosed, fmt.Sprintf("latch: member silent for %v while a call waited", w.failure))
+					w.conn.CloseWithError(ConnClosed, fmt.Sprintf("latch: member silent for %v while a call waited", failure.Round(time.Millisecond)))
 				}
 				return false
 			}
@@ -131,7 +134,7 @@ func (w *watchdog) watch(ctx context.Context) bool {
 				next = pinged + quarter
 			}
 			if unanswered >= 0 {
-				next = min(next, max(heard+w.failure, unanswered+w.failure-quarter))
+				next = min(next, max(heard+failure, unanswered+failure-quarter))
 			}
 			w.receive(ctx, next-now, &heard)
 		}
@@ -144,6 +147,21 @@ func (w *watchdog) watch(ctx context.Context) bool {
 	}
 	return true
 }
+
+// limit is FailureTimeout, stretched to three probe timeouts (RFC 9002
+// 6.2.1, as quic-go computes them) when the path's round trips grew: QUIC's
+// own idle timeout stretches the same way, so a member slowed by load is
+// not given up sooner than QUIC would, while a dead one on a healthy path
+// still is within FailureTimeout.
+func (w *watchdog) limit() time.Duration {
+	st := w.conn.ConnectionStats()
+	pto := st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + maxAckDelay
+	return max(w.failure, 3*pto)
+}
+
+// maxAckDelay is quic-go's max_ack_delay (the QUIC default, RFC 9000
+// 18.2), which it adds to the probe timeout.
+const maxAckDelay = 25 * time.Millisecond
 
 // ping sends one ping stamped with its send time.
 func (w *watchdog) ping(now time.Duration) {
