@@ -70,7 +70,7 @@ func (b *Barrier) Wait(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Watch before reading: a release after the read is not missed.
-	w, err := b.c.Watch(ctx, b.path, Exists())
+	w, err := b.c.Watch(ctx, b.path, Exists(), waitingWatch{})
 	if err != nil {
 		return err
 	}

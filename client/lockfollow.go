@@ -168,7 +168,7 @@ func (f *lockFollower) run() {
 func (f *lockFollower) serve(l *link) bool {
 	ctx, cancel := context.WithCancel(f.c.ctx)
 	defer cancel()
-	sr, err := session.OpenStreaming(ctx, l.conn, &session.Request{Type: session.MsgLockNotices})
+	sr, err := session.OpenSubscription(ctx, l.conn, &session.Request{Type: session.MsgLockNotices})
 	if err == nil {
 		_, err = sr.Next() // the acknowledgement: the stream is served
 	}

@@ -51,7 +51,16 @@ type watchOptions struct {
 	kind    session.WatchKind
 	fromRev uint64
 	oneShot bool
+	waits   bool // somebody blocks on the watch (waitingWatch)
 }
+
+// waitingWatch marks a watch that a blocking call waits on (Barrier.Wait,
+// a semaphore's queue): it counts as a waiting call for the connection's
+// failure detection (Config.FailureTimeout), where a plain watch is a
+// subscription that does not.
+type waitingWatch struct{}
+
+func (waitingWatch) applyWatch(o *watchOptions) { o.waits = true }
 
 type flagOption namespace.CreateFlags
 

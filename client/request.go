@@ -201,14 +201,14 @@ func (c *Client) sleep(ctx context.Context, n int) bool {
 // stream opens a streaming request (Watch, Lock) on the current link with
 // the redirect and reconnect handling of do, and returns the reader with
 // its first frame, which the server sends to acknowledge the request.
-func (c *Client) stream(ctx context.Context, s *Session, req *session.Request) (*session.StreamReader, *session.Response, *link, error) {
+func (c *Client) stream(ctx context.Context, s *Session, req *session.Request, open func(context.Context, *session.Conn, *session.Request) (*session.StreamReader, error)) (*session.StreamReader, *session.Response, *link, error) {
 	hops, idle := redirects{}, 0
 	for {
 		l, err := c.ready4(ctx, s, req)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		sr, err := session.OpenStreaming(ctx, l.conn, req)
+		sr, err := open(ctx, l.conn, req)
 		var first *session.Response
 		if err == nil {
 			first, err = sr.Next()

@@ -130,7 +130,7 @@ func (m *Semaphore) wait(ctx context.Context, try bool) (string, error) {
 		return "", err
 	}
 	// Watch before listing: no departure after the listing is missed.
-	w, err := m.c.Watch(ctx, m.path, Children())
+	w, err := m.c.Watch(ctx, m.path, Children(), waitingWatch{})
 	if err != nil {
 		return "", err
 	}

@@ -20,6 +20,7 @@ const watchBuffer = 256
 type Watcher struct {
 	c       *Client
 	req     session.Request
+	waits   bool // a blocking call waits on it (waitingWatch)
 	events  chan Event
 	parent  context.Context
 	ctx     context.Context
@@ -40,6 +41,15 @@ type Watcher struct {
 	delivered int // events delivered so far
 }
 
+// open opens the watch's stream: a subscription, unless a blocking call
+// waits on it.
+func (w *Watcher) open(ctx context.Context, conn *session.Conn, req *session.Request) (*session.StreamReader, error) {
+	if w.waits {
+		return session.OpenStreaming(ctx, conn, req)
+	}
+	return session.OpenSubscription(ctx, conn, req)
+}
+
 // Watch starts watching path and returns once the server has registered
 // the watch: every change committed after that point is delivered. What
 // is reported is chosen by Data, Children, Exists and Recursive (default:
@@ -51,6 +61,7 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...WatchOption) (*
 	w := &Watcher{
 		c:      c,
 		req:    session.Request{Type: session.MsgWatch, Path: path, Kind: o.kind, FromRev: o.fromRev, OneShot: o.oneShot},
+		waits:  o.waits,
 		events: make(chan Event, watchBuffer),
 		parent: ctx,
 		done:   make(chan struct{}),
@@ -58,7 +69,7 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...WatchOption) (*
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(c.ctx, w.cancel)
 	req := w.req
-	sr, first, _, err := c.stream(w.ctx, nil, &req)
+	sr, first, _, err := c.stream(w.ctx, nil, &req, w.open)
 	if err != nil {
 		stopOnClose()
 		w.cancel()
@@ -157,7 +168,7 @@ func (w *Watcher) run(sr *session.StreamReader, resp *session.Response) {
 		}
 		req := w.req
 		req.FromRev, skip = w.resumePoint()
-		sr, resp, _, err = w.c.stream(w.ctx, nil, &req)
+		sr, resp, _, err = w.c.stream(w.ctx, nil, &req, w.open)
 		if err != nil {
 			w.finish(err)
 			return

@@ -15,9 +15,11 @@ import (
 // MaxIdleTimeout) are the slow guard: they run all the time, so they must
 // be cheap with thousands of idle connections. Fast detection
 // (Config.FailureTimeout) is only worth its packets while a call waits on
-// the member: a request in flight or a streaming request open (a lock
-// wait, a watch; the mux stream that carries unary calls counts by its
-// calls). While one does, the client's watchdog sends a ping, one QUIC
+// the member: a request in flight or a stream somebody blocks on (a lock
+// wait, a barrier's watch: OpenStreaming; the mux stream that carries
+// unary calls counts by its calls). Subscriptions (OpenSubscription: the
+// lock notices stream, a watch) do not count: a client that only holds
+// them is an idle one. While one does, the client's watchdog sends a ping, one QUIC
 // DATAGRAM carrying its send time, each time a quarter of FailureTimeout
 // passes without an echo of a newer ping, and closes the connection when
 // FailureTimeout passed without an echo and the oldest unanswered ping is

@@ -168,7 +168,7 @@ func TestWatchdogIdleConnectionSendsNoPings(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A standing lock notices stream (held locks) is not a waiting call.
-	notices, err := OpenStreaming(ctx, idle, &Request{Type: MsgLockNotices})
+	notices, err := OpenSubscription(ctx, idle, &Request{Type: MsgLockNotices})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -374,14 +374,25 @@ type StreamReader struct {
 
 // OpenStreaming sends req on a new stream of conn and returns a reader of
 // its response frames. The stream lives until the server ends it, ctx
-// ends, or Close.
-// Every stream but the lock notices stream counts as a call waiting on
-// the member until it ends (Config.FailureTimeout).
+// ends, or Close. It counts as a call waiting on the member until it ends
+// (Config.FailureTimeout): use it for a stream somebody blocks on (a lock
+// wait, a barrier's watch).
 func OpenStreaming(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
-	done := func() {}
-	if req.Type != MsgLockNotices {
-		done = conn.dog.begin()
-	}
+	return openStream(ctx, conn, req, conn.dog.begin())
+}
+
+// OpenSubscription is OpenStreaming for a stream that may stay open for
+// as long as the connection without anybody blocking on it (the lock
+// notices stream, a watch): it does not count as a waiting call, so a
+// client that only holds subscriptions is watched at the connection's
+// idle pace (Config.KeepAlivePeriod, MaxIdleTimeout), not pinged every
+// quarter of FailureTimeout. Thousands of watching clients would
+// otherwise keep the member busy with pings.
+func OpenSubscription(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
+	return openStream(ctx, conn, req, func() {})
+}
+
+func openStream(ctx context.Context, conn *Conn, req *Request, done func()) (*StreamReader, error) {
 	str, stop, err := send(ctx, conn, req)
 	if err != nil {
 		done()
