@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,10 @@ type Session struct {
 // NewSession opens another session on the client's connection, asking for
 // ttl (0: Config.SessionTTL; the server may clamp it). Sessions are
 // independent: each has its own lease and ephemeral nodes, as etcd
-// separates leases from the client.
+// separates leases from the client. An attempt whose outcome is unknown
+// (the leader lost leadership while committing it) is made again while
+// ctx allows: a session it may have opened is known to nobody, owns
+// nothing and expires after its TTL.
 func (c *Client) NewSession(ctx context.Context, ttl time.Duration) (*Session, error) {
 	if ttl == 0 {
 		ttl = c.cfg.SessionTTL
@@ -56,8 +60,19 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration) (*Session, e
 	if ttl < time.Millisecond {
 		return nil, fmt.Errorf("%w: session TTL %v", ErrBadOption, ttl)
 	}
-	sent := time.Now()
-	resp, l, err := c.send(ctx, nil, &session.Request{Type: session.MsgOpenSession, TTLMillis: ttl.Milliseconds()})
+	var (
+		sent time.Time
+		resp *session.Response
+		l    *link
+		err  error
+	)
+	for try := 1; ; try++ {
+		sent = time.Now()
+		resp, l, err = c.send(ctx, nil, &session.Request{Type: session.MsgOpenSession, TTLMillis: ttl.Milliseconds()})
+		if !errors.Is(err, ErrUnknownOutcome) || !c.sleep(ctx, try) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
