@@ -19,10 +19,12 @@ import (
 // wait, a barrier's watch: OpenStreaming; the mux stream that carries
 // unary calls counts by its calls). Subscriptions (OpenSubscription: the
 // lock notices stream, a watch) do not count: a client that only holds
-// them is an idle one. While one does, the client's watchdog sends a ping, one QUIC
-// DATAGRAM carrying its send time, each time a quarter of FailureTimeout
-// passes without an echo of a newer ping, and closes the connection when
-// FailureTimeout passed without an echo and the oldest unanswered ping is
+// them is an idle one. While a call waits, the client's watchdog sends a
+// ping, one QUIC DATAGRAM carrying its send time, each time a quarter of
+// FailureTimeout passes without hearing from the member (an echo of a
+// newer ping, or any answer read on the connection: a busy connection
+// sends no pings), and closes the connection when
+// FailureTimeout passed without hearing and the oldest unanswered ping is
 // three quarters of it old (as QUIC's own ping and idle timeout did;
 // stretched, like QUIC's, to three probe timeouts when round trips are
 // long). The
@@ -57,6 +59,19 @@ type watchdog struct {
 	waiting atomic.Int64
 	wake    chan struct{} // buffered 1: a call started waiting
 	pings   atomic.Uint64 // pings sent, for tests and metrics
+	// frame is when (since start) the client last read a frame from the
+	// member: an answer proves it alive as well as an echo does, so a
+	// connection whose calls are being answered needs no pings.
+	frame atomic.Int64
+}
+
+// heard records that a frame from the member was just read. Frames are
+// read by goroutines blocked on their streams, as they arrive, so the
+// read time stands for the arrival.
+func (w *watchdog) heard() {
+	if w != nil {
+		w.frame.Store(int64(w.since()))
+	}
 }
 
 func newWatchdog(conn *Conn, failure time.Duration) *watchdog {
@@ -115,6 +130,7 @@ func (w *watchdog) watch(ctx context.Context) bool {
 	pinged, unanswered := time.Duration(-1), time.Duration(-1) // send times: the last ping, the oldest one after heard
 	for w.waiting.Load() > 0 {
 		failure := w.limit()
+		heard = max(heard, time.Duration(w.frame.Load()))
 		now := w.since()
 		if now-heard >= quarter && (pinged <= heard || now-pinged >= quarter) {
 			w.ping(now)

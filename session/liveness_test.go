@@ -257,3 +257,31 @@ func waitPings(t *testing.T, conn *Conn, n uint64) {
 		return conn.Pings() >= n
 	})
 }
+
+// An answer proves the member alive as well as an echo does: a call that
+// waits while frames keep arriving on the connection costs no pings.
+func TestWatchdogAnswersStandForEchoes(t *testing.T) {
+	s, cli := startPingServer(t)
+	const failure = 100 * time.Millisecond
+	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: failure})
+	ctx := testCtx(t)
+	// A call waits (Sync is never answered) for the whole test.
+	call := waitCall(ctx, conn, &Request{Type: MsgSync})
+	// Gets are answered at once: back to back for 6 FailureTimeouts they
+	// keep the connection hearing from the member all along.
+	for start := time.Now(); time.Since(start) < 6*failure; {
+		if _, err := RoundTrip(ctx, conn, &Request{Type: MsgGet, Path: "/x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conn.Pings(); n != 0 {
+		t.Fatalf("%d pings sent while answers kept arriving", n)
+	}
+	// Control: with only the waiting call, the watchdog pings.
+	waitPings(t, conn, 4)
+	select {
+	case err := <-call:
+		t.Fatalf("the waiting call ended: %v", err)
+	default:
+	}
+}

@@ -133,7 +133,7 @@ func (m *mux) stream(ctx context.Context) (*muxStream, error) {
 		return nil, err
 	}
 	m.cur = ms
-	go ms.read(m.conn.maxFrame)
+	go ms.read(m.conn.maxFrame, m.conn.dog)
 	return ms, nil
 }
 
@@ -220,9 +220,12 @@ func (ms *muxStream) finish(a muxAnswer, err error) {
 // read hands every answer to its call until the stream ends. An answer
 // without a call id is the server's answer to the stream as a whole (it
 // refused it: ErrBusy, ...): every waiting call gets it as its own.
-func (ms *muxStream) read(max int) {
+func (ms *muxStream) read(max int, dog *watchdog) {
 	for {
 		resp, err := ReadResponse(ms.str, max)
+		if err == nil {
+			dog.heard()
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				// The server ended the stream: like a stream it

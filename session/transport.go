@@ -343,6 +343,9 @@ func RoundTrip(ctx context.Context, conn *Conn, req *Request) (*Response, error)
 	}
 	defer stop()
 	resp, err := ReadResponse(str, conn.maxFrame)
+	if err == nil {
+		conn.dog.heard()
+	}
 	if err != nil {
 		abort(str, StreamMalformed)
 		if errors.Is(err, io.EOF) {
@@ -368,6 +371,7 @@ type StreamReader struct {
 	str  *quic.Stream
 	stop func() bool
 	done func() // the stream stopped waiting on the member (watchdog)
+	dog  *watchdog
 	max  int
 	err  error // sticky: once set, Next returns it
 }
@@ -398,7 +402,7 @@ func openStream(ctx context.Context, conn *Conn, req *Request, done func()) (*St
 		done()
 		return nil, err
 	}
-	return &StreamReader{ctx: ctx, str: str, stop: stop, done: done, max: conn.maxFrame}, nil
+	return &StreamReader{ctx: ctx, str: str, stop: stop, done: done, dog: conn.dog, max: conn.maxFrame}, nil
 }
 
 // Next returns the next frame. A frame carrying an error code ends the
@@ -410,6 +414,9 @@ func (s *StreamReader) Next() (*Response, error) {
 		return nil, s.err
 	}
 	resp, err := ReadResponse(s.str, s.max)
+	if err == nil {
+		s.dog.heard()
+	}
 	switch {
 	case err == nil && resp.Code != CodeOK:
 		s.finish(resp.Err(), StreamDone)
