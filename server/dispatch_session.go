@@ -41,15 +41,15 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if err != nil {
 		return nil, err
 	}
-	release, err := f.keep.reserve(c.identity, c.host)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	secret := make([]byte, secretLen)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("%w: session secret: %v", session.ErrInternal, err)
 	}
+	release, err := f.keep.reserve(c.identity, c.host, secret)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpSessionOpen, Secret: secret, TTLMillis: ttl.Milliseconds(), Identity: c.identity,
 		Host: anonymousHost(c),
@@ -57,7 +57,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if err != nil {
 		return nil, err
 	}
-	f.keep.opened(res.Session, ttl, quotaKey(c.identity, c.host))
+	f.keep.opened(res.Session, ttl, quotaKey(c.identity, c.host), secret)
 	c.attach(res.Session)
 	return &session.Response{Session: res.Session, Secret: secret, TTLMillis: ttl.Milliseconds(), Rev: res.Index}, nil
 }

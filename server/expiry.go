@@ -30,6 +30,11 @@ type leaseKeeper struct {
 	pending  map[string]int    // opens in flight per quota key
 	// pendingAll is the sum of pending.
 	pendingAll int
+	// reserved maps the secret of each open in flight to its quota key:
+	// the first of opened and the reservation's release to run moves it
+	// out of pending, so a session that committed is never counted both
+	// as open and as in flight.
+	reserved map[string]string
 	// restores is the FSM's snapshot-install count when the table was
 	// loaded: a backup restored on the leader replaces the sessions, and
 	// the table is loaded again.
@@ -66,6 +71,7 @@ func newLeaseKeeper(s *Server, now func() time.Time) *leaseKeeper {
 		identity: map[uint64]string{},
 		count:    map[string]int{},
 		pending:  map[string]int{},
+		reserved: map[string]string{},
 	}
 }
 
@@ -91,8 +97,10 @@ func (k *leaseKeeper) serving() error {
 // reserve takes a slot for a session of identity, failing with
 // ErrTooManySessions, naming the cap, when the cluster has MaxSessions or
 // the identity its cap (MaxSessionsPerIdentity, MaxAnonymousSessions for
-// "") open or being opened. The release func gives an unused slot back.
-func (k *leaseKeeper) reserve(identity, host string) (release func(), err error) {
+// "") open or being opened. secret names the open (the secret it
+// proposes): opened with it turns the slot into an open session. The
+// release func gives a slot back that opened did not take.
+func (k *leaseKeeper) reserve(identity, host string, secret []byte) (release func(), err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	cfg := &k.s.cfg
@@ -110,28 +118,38 @@ func (k *leaseKeeper) reserve(identity, host string) (release func(), err error)
 		}
 		return nil, capError(session.ErrTooManySessions, name, limit, who)
 	}
-	identity = key // counted under its quota key from here on
-	k.pending[identity]++
+	k.pending[key]++
 	k.pendingAll++
-	var once sync.Once
+	k.reserved[string(secret)] = key
 	return func() {
-		once.Do(func() {
-			k.mu.Lock()
-			if k.pending[identity]--; k.pending[identity] <= 0 {
-				delete(k.pending, identity)
-			}
-			k.pendingAll--
-			k.mu.Unlock()
-		})
+		k.mu.Lock()
+		k.unreserve(secret)
+		k.mu.Unlock()
 	}, nil
 }
 
+// unreserve gives back the slot of the open named by secret, if it still
+// holds one. The caller holds k.mu.
+func (k *leaseKeeper) unreserve(secret []byte) {
+	key, ok := k.reserved[string(secret)]
+	if !ok {
+		return
+	}
+	delete(k.reserved, string(secret))
+	if k.pending[key]--; k.pending[key] <= 0 {
+		delete(k.pending, key)
+	}
+	k.pendingAll--
+}
+
 // opened starts the lease of a session whose open just committed, counted
-// under quota key identity. The observer and the open handler both call
-// it; the first one wins.
-func (k *leaseKeeper) opened(id uint64, ttl time.Duration, identity string) {
+// under quota key identity, and ends the reservation of its open (named
+// by the session's secret) if this member made it. The observer and the
+// open handler both call it; the first one wins.
+func (k *leaseKeeper) opened(id uint64, ttl time.Duration, identity string, secret []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.unreserve(secret)
 	if _, ok := k.identity[id]; ok {
 		return
 	}
@@ -168,7 +186,7 @@ func (k *leaseKeeper) Applied(results []*namespace.Result) {
 			case namespace.EventSessionOpened:
 				if k.isReady() {
 					if si, err := k.s.store.Session(ev.Session); err == nil {
-						k.opened(si.ID, time.Duration(si.TTLMillis)*time.Millisecond, quotaKey(si.Identity, si.Host))
+						k.opened(si.ID, time.Duration(si.TTLMillis)*time.Millisecond, quotaKey(si.Identity, si.Host), si.Secret)
 					}
 				}
 			case namespace.EventSessionClosed, namespace.EventSessionExpired:
