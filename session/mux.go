@@ -144,7 +144,9 @@ func (m *mux) cancel(ms *muxStream, id uint64) {
 	m.lock <- struct{}{}
 	defer func() { <-m.lock }()
 	if ms.live() {
-		if err := ms.write(context.Background(), frame); err != nil {
+		// Bounded by the connection: a member that stops reading holds
+		// this goroutine until the connection ends, no longer.
+		if err := ms.write(m.conn.Context(), frame); err != nil {
 			ms.fail(err)
 		}
 	}
