@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -569,19 +570,11 @@ func TestLockDeterminism(t *testing.T) {
 	src := open(t.TempDir())
 	defer src.Close()
 	applyInBatches(src, log[:len(log)/3], 12)
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf strings.Builder
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	state := snapshotBytes(t, src)
 	restored := open(t.TempDir())
 	defer restored.Close()
 	applyInBatches(restored, randomLog(5, 200), 13) // state the restore must replace
-	if err := restored.Restore(strings.NewReader(buf.String())); err != nil {
+	if err := restored.Restore(bytes.NewReader(state)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dump(t, restored), dump(t, src); got != want {

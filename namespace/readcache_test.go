@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -112,16 +111,7 @@ func TestReadCacheDroppedWithState(t *testing.T) {
 		if _, ok := dst.cache.nodes["/only-in-dst"]; !ok {
 			t.Fatal("the create did not reach the cache: the test checks nothing")
 		}
-		snap, err := src.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf strings.Builder
-		if _, err := snap.WriteTo(&buf); err != nil {
-			t.Fatal(err)
-		}
-		snap.Release()
-		if err := dst.Restore(strings.NewReader(buf.String())); err != nil {
+		if err := dst.Restore(bytes.NewReader(snapshotBytes(t, src))); err != nil {
 			t.Fatal(err)
 		}
 		checkReadCache(t, dst)

@@ -118,6 +118,21 @@ func rawListing(t testing.TB, s *Store) string {
 	return b.String()
 }
 
+// snapshotBytes takes a snapshot of s and returns all of it.
+func snapshotBytes(t testing.TB, s *Store) []byte {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func dump(t testing.TB, s *Store) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -306,16 +321,7 @@ func TestSnapshotRestore(t *testing.T) {
 func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	src := openTestStore(t)
 	applyInBatches(src, randomLog(3, 200), 1)
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	good := buf.Bytes()
+	good := snapshotBytes(t, src)
 
 	dst := openTestStore(t)
 	dst.Apply(1, 1, &Command{Op: OpCreate, Path: "/keep"})
@@ -626,24 +632,16 @@ func TestSnapshotLarge(t *testing.T) {
 	fillTree(t, src, nodes, parents)
 
 	start := time.Now()
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	state := snapshotBytes(t, src)
 	snapTime := time.Since(start)
 
 	dst := openTestStore(t)
 	start = time.Now()
-	if err := dst.Restore(&buf); err != nil {
+	if err := dst.Restore(bytes.NewReader(state)); err != nil {
 		t.Fatal(err)
 	}
 	restoreTime := time.Since(start)
-	t.Logf("%d nodes: snapshot %v (%d bytes), restore %v", nodes, snapTime, buf.Cap(), restoreTime)
+	t.Logf("%d nodes: snapshot %v (%d bytes), restore %v", nodes, snapTime, len(state), restoreTime)
 	if snapTime > 2*time.Second || restoreTime > 2*time.Second {
 		t.Errorf("snapshot %v / restore %v; want well under 5s", snapTime, restoreTime)
 	}
@@ -692,15 +690,7 @@ func fillTree(t testing.TB, s *Store, nodes, parents int) {
 func TestRestoreExcludesReads(t *testing.T) {
 	src := openTestStore(t)
 	applyInBatches(src, randomLog(21, 300), 1)
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	state := snapshotBytes(t, src)
 
 	dst := openTestStore(t)
 	applyInBatches(dst, randomLog(22, 300), 1)
@@ -731,7 +721,7 @@ func TestRestoreExcludesReads(t *testing.T) {
 		}()
 	}
 	for range 5 {
-		if err := dst.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+		if err := dst.Restore(bytes.NewReader(state)); err != nil {
 			t.Fatal(err)
 		}
 	}
