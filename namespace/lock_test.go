@@ -420,17 +420,7 @@ func TestLockConcurrentReads(t *testing.T) {
 	for i := range 600 {
 		w.step()
 		if i == 300 { // a restore swaps the index under the readers
-			snap, err := w.s.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			_, err = snap.WriteTo(&buf)
-			snap.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.s.Restore(&buf); err != nil {
+			if err := w.s.Restore(bytes.NewReader(snapshotBytes(t, w.s))); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -231,23 +231,14 @@ func (e *scriptEnv) restart() string {
 // snapshot moves the state to a fresh store through Snapshot and Restore.
 func (e *scriptEnv) snapshot() string {
 	before := dump(e.t, e.s)
-	snap, err := e.s.Snapshot()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Release()
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	state := snapshotBytes(e.t, e.s)
 	e.dir = e.t.TempDir()
 	s, err := Open(Config{Dir: e.dir, Limits: e.s.Limits()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { s.Close() })
-	if err := s.Restore(&buf); err != nil {
+	if err := s.Restore(bytes.NewReader(state)); err != nil {
 		e.t.Fatal(err)
 	}
 	e.s = s

@@ -77,22 +77,13 @@ func TestSetLimits(t *testing.T) {
 	}
 
 	// Snapshot into a store configured otherwise.
-	snap, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := snapshotBytes(t, s)
 	s2, err := Open(Config{Dir: t.TempDir(), Limits: other})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	if err := s2.Restore(&buf); err != nil {
+	if err := s2.Restore(bytes.NewReader(state)); err != nil {
 		t.Fatal(err)
 	}
 	if s2.LimitsRevision() != 9 || s2.Limits().MaxDataBytes != 50 || dump(t, s2) != before {
