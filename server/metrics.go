@@ -114,7 +114,7 @@ var (
 	descLeader   = prometheus.NewDesc("latch_is_leader", "1 when this member is the ready leader.", []string{"member"}, nil)
 	descRestores = prometheus.NewDesc("latch_snapshot_restores_total", "Snapshots installed into the namespace since start.", []string{"member"}, nil)
 
-	descStreams        = prometheus.NewDesc("latch_request_streams", "Client request streams in flight, all connections (cap: --max-streams).", []string{"member"}, nil)
+	descStreams        = prometheus.NewDesc("latch_request_streams", "Client requests in flight, all connections: streams and calls on mux streams (cap: --max-streams).", []string{"member"}, nil)
 	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections, requests, sessions and watches refused by a cap, by cap (its latchd flag).", []string{"member", "cap"}, nil)
 	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
 	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
