@@ -120,13 +120,25 @@ func dialAs(t *testing.T, c *proc.Cluster, ca *clientCA, identity string) (*Clie
 // them (SIGTERM) and returns each one's namespace dump.
 func memberDumps(t *testing.T, c *proc.Cluster) []string {
 	t.Helper()
-	// Every member applies the same last index first (no more writes come).
+	// Every member applies the same last index first, and no more writes
+	// come: the leader publishes each member's addresses through the log
+	// once it learns them, so that must be done too (else a member stopped
+	// first can miss the last one).
 	proc.Eventually(t, "members' applied indexes meet", func() error {
 		var applied []uint64
 		for _, n := range c.Nodes {
 			st, err := n.Status()
 			if err != nil {
 				t.Fatal(err)
+			}
+			published := 0
+			for _, m := range st.Members {
+				if m.ClientAddr != "" {
+					published++
+				}
+			}
+			if published != len(c.Nodes) {
+				return fmt.Errorf("%s knows the addresses of %d of %d members", st.ID, published, len(c.Nodes))
 			}
 			applied = append(applied, st.AppliedIndex)
 		}
