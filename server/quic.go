@@ -169,7 +169,7 @@ func (c *Config) validateFront() error {
 //     call runs in its own goroutine through answer, like a unary request
 //     on its own stream; streaming types are refused (ErrMalformed). An
 //     answer not taken within 30s, or bad input (unreadable frame, no call
-//     id, duplicate id, frame above session.MuxMaxFrame), closes the
+//     id, an id not above the last one, frame above session.MuxMaxFrame), closes the
 //     connection with ConnProtocol.
 //   - Sessions: leader only (followers answer ErrNotLeader with the
 //     leader's client address, ErrNoLeader when none is known or the new

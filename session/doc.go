@@ -39,7 +39,8 @@
 // (it was refused, ErrBusy): every call on it gets that answer. Server
 // side, ReadRequest returns a MsgMux frame at once and NewMuxServer serves
 // the rest: Next reads calls (handling cancels; a call without an id, a
-// duplicate id in flight or an unreadable frame is an error: close the
+// call id not above the last one (ids only increase, so an answer names
+// one call only) or an unreadable frame is an error: close the
 // connection; a request above the server's MaxFrameSize is answered
 // ErrFrameTooLarge), Reply answers each once under a write lock with a
 // deadline. Config.DisableMux turns it off on either side.

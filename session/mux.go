@@ -72,27 +72,30 @@ var errNotForMux = errors.New("latch: request too large for the mux stream")
 // roundTrip sends req on the mux stream and waits for its answer, with
 // RoundTrip's results, or errNotForMux.
 func (m *mux) roundTrip(ctx context.Context, req *Request) (*Response, error) {
+	select {
+	case m.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err() // nothing sent
+	}
+	// The id is taken under the lock, so that ids go out in increasing
+	// order: the server refuses an id not above the last one.
 	id := m.next.Add(1)
 	bp := writeBufs.Get().(*[]byte)
 	defer writeBufs.Put(bp)
 	req.Call = id
 	frame, err := appendFrame((*bp)[:0], req)
 	req.Call = 0 // the caller may send req again, on this link or another
-	if err != nil {
-		return nil, err
-	}
-	if cap(frame) <= maxPooledBuf {
+	if err == nil && cap(frame) <= maxPooledBuf {
 		*bp = frame[:0]
 	}
-	if len(frame)-frameHeaderLen > min(MuxMaxFrame, m.conn.maxFrame) {
-		return nil, errNotForMux
+	if err == nil && len(frame)-frameHeaderLen > min(MuxMaxFrame, m.conn.maxFrame) {
+		err = errNotForMux
+	}
+	if err != nil {
+		<-m.lock
+		return nil, err
 	}
 	answer := make(chan muxAnswer, 1)
-	select {
-	case m.lock <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err() // nothing sent
-	}
 	ms, err := m.stream(ctx)
 	if err == nil {
 		err = ms.add(id, answer)
@@ -271,6 +274,7 @@ type MuxServer struct {
 
 	mu    sync.Mutex
 	calls map[uint64]context.CancelFunc // calls read and not yet answered
+	last  uint64                        // the highest call id read: ids only increase
 }
 
 // MuxCall is one request read from a mux stream.
@@ -324,14 +328,18 @@ func (m *MuxServer) Next() (*MuxCall, error) {
 		ctx, cancel := context.WithCancel(m.ctx)
 		call := &MuxCall{ID: req.Call, Req: req, Ctx: ctx, cancel: cancel}
 		m.mu.Lock()
-		_, dup := m.calls[call.ID]
-		if !dup {
+		last := m.last
+		if call.ID > last {
+			m.last = call.ID
 			m.calls[call.ID] = cancel
 		}
 		m.mu.Unlock()
-		if dup {
+		if call.ID <= last {
+			// A client numbers its calls upwards and never reuses an
+			// id: an answer must name one call only, even one answered
+			// or cancelled already whose handler may still run.
 			cancel()
-			return nil, fmt.Errorf("%w: call id %d is already in flight on the mux stream", ErrMalformed, call.ID)
+			return nil, fmt.Errorf("%w: call id %d is not above the last one, %d, on the mux stream", ErrMalformed, call.ID, last)
 		}
 		if size > m.max {
 			err := m.Reply(call, ErrorResponse(fmt.Errorf("%w: request of %d bytes, max %d", ErrFrameTooLarge, size, m.max)))

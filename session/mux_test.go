@@ -228,6 +228,8 @@ func TestMuxServerInput(t *testing.T) {
 		{"calls then the end", muxInput(get(1), get(2)), 2, io.EOF, nil},
 		{"call without an id", muxInput(get(1), get(0)), 1, ErrMalformed, nil},
 		{"duplicate id", muxInput(get(5), get(5)), 1, ErrMalformed, nil},
+		{"an id below the last one (ids only increase)", muxInput(get(5), get(4)), 1, ErrMalformed, nil},
+		{"an id again after its cancel", muxInput(get(5), &Request{Type: MsgCancel, Call: 5}, get(5)), 1, ErrMalformed, nil},
 		{"cancel of an unknown call is ignored", muxInput(&Request{Type: MsgCancel, Call: 9}, get(1)), 1, io.EOF, nil},
 		{"garbage body", append(muxInput(get(1)), 0, 0, 0, 2, 0xc1, 0xc1), 1, ErrMalformed, nil},
 		{"frame above MuxMaxFrame", append(muxInput(get(1)), hugeHeader...), 1, ErrFrameTooLarge, nil},
