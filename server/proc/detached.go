@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -24,7 +25,10 @@ import (
 // kernel hands out for port-0 binds and outgoing connections (other tests'
 // listeners, raft and QUIC dials) would often be taken again between this
 // check and the member's own bind, which made cluster tests fail with
-// "address already in use" on a busy machine.
+// "address already in use" on a busy machine. A port is handed out once
+// per process: members set up one after another each pick their ports
+// while the others are not bound yet, and two of them drawing the same
+// port failed a chaos test's set-up the same way.
 func PickAddrs(n int) ([]string, error) {
 	lo, hi := 10000, ephemeralLow()
 	if hi-lo < 1000 {
@@ -41,7 +45,11 @@ func PickAddrs(n int) ([]string, error) {
 		if tries > 1000 {
 			return nil, fmt.Errorf("free port: no free TCP+UDP port in %d..%d after %d tries", lo, hi-1, tries)
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		port := lo + rand.IntN(hi-lo)
+		if !handOut(port) {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
@@ -57,6 +65,26 @@ func PickAddrs(n int) ([]string, error) {
 		addrs = append(addrs, addr)
 	}
 	return addrs, nil
+}
+
+// handedOut holds the ports PickAddrs returned in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// handOut claims port for good, unless it was handed out before.
+func handOut(port int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
+	handedOut.ports[port] = true
+	return true
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's
