@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -187,4 +188,53 @@ func TestIdentity(t *testing.T) {
 	if got := Identity(tls.ConnectionState{}); got != "" {
 		t.Errorf("no certificate: %q", got)
 	}
+}
+
+// TestTLSResumption checks that connections made from one ClientTLS config
+// resume their TLS session with a member they met before, keep the
+// client's identity when they do, and keep a ticket per member address:
+// two members with one server name (here both 127.0.0.1) each resume.
+func TestTLSResumption(t *testing.T) {
+	srvTLS, cliTLS := devTLS(t)
+	members := []*echoServer{startEcho(t, srvTLS.Clone(), Config{}), startEcho(t, srvTLS.Clone(), Config{})}
+	tickets := &countingCache{ClientSessionCache: cliTLS.ClientSessionCache}
+	cliTLS.ClientSessionCache = tickets
+	dial := func(s *echoServer) (resumed bool) {
+		t.Helper()
+		want := tickets.puts.Load() + 1
+		conn := dialTest(t, s.addr(), cliTLS, Config{})
+		defer conn.Close()
+		if _, err := Hello(testCtx(t), conn, "t"); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		srvConn := s.conns[len(s.conns)-1]
+		s.mu.Unlock()
+		if got := srvConn.Identity(); got != testClientName {
+			t.Fatalf("server sees identity %q on a connection (resumed %v), want %q", got, conn.ConnectionState().TLS.DidResume, testClientName)
+		}
+		// The ticket comes after the handshake: wait for it so the next
+		// dial can offer it.
+		waitFor(t, "a session ticket", func() bool { return tickets.puts.Load() >= want })
+		return conn.ConnectionState().TLS.DidResume
+	}
+	for i, step := range []struct {
+		member  int
+		resumed bool
+	}{{0, false}, {0, true}, {1, false}, {1, true}, {0, true}, {1, true}} {
+		if got := dial(members[step.member]); got != step.resumed {
+			t.Fatalf("dial %d to member %d: resumed %v, want %v", i, step.member, got, step.resumed)
+		}
+	}
+}
+
+// countingCache counts the session tickets put in it.
+type countingCache struct {
+	tls.ClientSessionCache
+	puts atomic.Int64
+}
+
+func (c *countingCache) Put(key string, cs *tls.ClientSessionState) {
+	c.puts.Add(1)
+	c.ClientSessionCache.Put(key, cs)
 }

@@ -243,13 +243,15 @@ func ignoreClosed(err error) error {
 // Dial connects to a latch server at the UDP address addr. tlsConf
 // (typically from ClientTLS) is cloned and pinned to TLS 1.3 and ALPN; a
 // server that does not speak ALPN fails the handshake. The handshake is
-// bounded by ctx and cfg.HandshakeTimeout.
+// bounded by ctx and cfg.HandshakeTimeout. When tlsConf has a
+// ClientSessionCache, the session tickets in it are kept per address
+// (see resumeAt).
 func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*Conn, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	qc, err := quic.DialAddr(ctx, addr, pinTLS(tlsConf), ClientQUICConfig(cfg))
+	qc, err := quic.DialAddr(ctx, addr, resumeAt(pinTLS(tlsConf), addr), ClientQUICConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("latch: dial %s: %w", addr, err)
 	}
@@ -259,6 +261,34 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*C
 		go conn.dog.run() // ends with the connection
 	}
 	return conn, nil
+}
+
+// resumeAt keeps c's session tickets per server address. A ticket is
+// sealed with keys only the member that issued it holds, and Go's cache
+// key is the server name, which members often share (one DNS name for the
+// cluster, or 127.0.0.1 on one machine): one entry for all of them would
+// offer each member the last one's ticket, which it cannot open, and
+// every handshake would be a full one.
+func resumeAt(c *tls.Config, addr string) *tls.Config {
+	if c.ClientSessionCache != nil {
+		c.ClientSessionCache = addrSessionCache{c.ClientSessionCache, addr}
+	}
+	return c
+}
+
+// addrSessionCache is a tls.ClientSessionCache whose keys carry the
+// server's address.
+type addrSessionCache struct {
+	tls.ClientSessionCache
+	addr string
+}
+
+func (a addrSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return a.ClientSessionCache.Get(a.addr + " " + key)
+}
+
+func (a addrSessionCache) Put(key string, cs *tls.ClientSessionState) {
+	a.ClientSessionCache.Put(a.addr+" "+key, cs)
 }
 
 func pinTLS(c *tls.Config) *tls.Config {
