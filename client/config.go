@@ -26,7 +26,10 @@ type Config struct {
 	// certificates and, for mutual TLS, the client certificate naming this
 	// client's identity (session.ClientTLS builds one). nil trusts the
 	// system roots and presents no certificate: nothing in the working
-	// directory or environment changes what a program trusts.
+	// directory or environment changes what a program trusts. A config
+	// with a ClientSessionCache (session.ClientTLS sets one) shares its
+	// TLS session tickets with every client made from it; without one the
+	// client keeps its own, so a reconnect to a member it met resumes.
 	TLS *tls.Config
 	// SessionTTL is the lease asked for the default session and for
 	// NewSession calls with ttl 0. The server may clamp it. Default 10s.
@@ -161,10 +164,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// tlsConfig returns cfg.TLS, or the system roots without a certificate.
+// tlsConfig returns cfg.TLS, or the system roots without a certificate,
+// with a session cache.
 func (c Config) tlsConfig() (*tls.Config, error) {
-	if c.TLS != nil {
+	if c.TLS == nil {
+		return session.ClientTLS("", "", "")
+	}
+	if c.TLS.ClientSessionCache != nil {
 		return c.TLS, nil
 	}
-	return session.ClientTLS("", "", "")
+	t := c.TLS.Clone()
+	t.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	return t, nil
 }

@@ -120,6 +120,7 @@ var (
 	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
 	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
 	descPingsEchoed    = prometheus.NewDesc("latch_liveness_pings_total", "Liveness pings echoed to clients (QUIC datagrams; a client sends them only while a call waits on this member).", []string{"member"}, nil)
+	descHandshakes     = prometheus.NewDesc("latch_client_handshakes_total", "Client connections accepted, by whether their TLS handshake resumed an earlier session (a ticket: no certificates exchanged) or was a full one.", []string{"member", "resumed"}, nil)
 	descCapLimit       = prometheus.NewDesc("latch_cap_limit", "A client cap's limit (latchd --max-... flags).", []string{"member", "cap"}, nil)
 	descCapUsed        = prometheus.NewDesc("latch_cap_used", "What a cap counts now on this member (per-identity caps: the busiest identity).", []string{"member", "cap"}, nil)
 	descCapRefusals    = prometheus.NewDesc("latch_cap_refusals_total", "Requests refused because a cap was reached.", []string{"member", "cap"}, nil)
@@ -140,7 +141,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descCapLimit, descCapUsed} {
+		descHandshakes, descCapLimit, descCapUsed} {
 		ch <- d
 	}
 }
@@ -193,6 +194,8 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	gauge(descHeldLocks, float64(f.locks.heldCount()))
 	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
 	ch <- prometheus.MustNewConstMetric(descPingsEchoed, prometheus.CounterValue, float64(f.pingsEchoed.Load()), id)
+	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[0].Load()), id, "false")
+	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedConns.Load()), id, "max-conns")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedStreams.Load()), id, "max-streams")
 }

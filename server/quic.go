@@ -220,8 +220,9 @@ type front struct {
 	streams        chan struct{} // one slot per request stream in flight, all connections
 	refusedConns   atomic.Uint64
 	refusedStreams atomic.Uint64
-	pingsEchoed    atomic.Uint64 // liveness pings answered (session.(*Conn).EchoPings)
-	watchesBy      watchCounts   // caps.go
+	pingsEchoed    atomic.Uint64    // liveness pings answered (session.(*Conn).EchoPings)
+	handshakes     [2]atomic.Uint64 // connections accepted: [0] full TLS handshake, [1] resumed
+	watchesBy      watchCounts      // caps.go
 	capRefusals    capRefusals
 }
 
@@ -353,6 +354,11 @@ func (f *front) acceptLoop() {
 			attached: map[uint64]struct{}{},
 		}
 		c.log = f.log.With("client", conn.RemoteAddr().String())
+		if conn.ConnectionState().TLS.DidResume {
+			f.handshakes[1].Add(1)
+		} else {
+			f.handshakes[0].Add(1)
+		}
 		f.mu.Lock()
 		if f.closed {
 			f.mu.Unlock()

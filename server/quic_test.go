@@ -266,3 +266,26 @@ func TestFrontReadsAndWrites(t *testing.T) {
 		t.Fatalf("status %+v", st.Status)
 	}
 }
+
+// TestHandshakesCounted checks latch_client_handshakes_total: a client
+// whose config keeps tickets resumes its session on a later connection,
+// and the member counts every connection once, as resumed or full.
+func TestHandshakesCounted(t *testing.T) {
+	fc := startFront(t, 1, nil)
+	s := fc.Server(0)
+	dials := 0
+	servertest.Eventually(t, "a resumed connection", func() error {
+		conn := fc.dial(0)
+		dials++
+		if !conn.ConnectionState().TLS.DidResume {
+			return fmt.Errorf("connection %d: full handshake", dials)
+		}
+		return nil
+	})
+	series := `latch_client_handshakes_total{member="` + s.ID() + `",resumed="%s"}`
+	full := metricValue(t, fc.Cluster, s, fmt.Sprintf(series, "false"))
+	resumed := metricValue(t, fc.Cluster, s, fmt.Sprintf(series, "true"))
+	if full < 1 || resumed < 1 || int(full+resumed) != dials {
+		t.Fatalf("%d connections counted as %v full and %v resumed", dials, full, resumed)
+	}
+}

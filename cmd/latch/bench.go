@@ -95,6 +95,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
+			fs.BoolVar(&c.FullHandshakes, "full-handshakes", false, "sessions: every connection a full TLS handshake (no session tickets shared between clients)")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
 			fs.BoolVar(&c.RandomLock, "random", false, "contended: every cycle takes a random lock instead of lock i mod --locks")
 			fs.BoolVar(&c.FreshPath, "fresh-path", false, "lock: a new lock path every cycle instead of one per goroutine")

@@ -92,6 +92,12 @@ type Config struct {
 	// Window is how long the sessions scenario holds its sessions while
 	// it measures the leader. Default DefaultWindow.
 	Window time.Duration
+	// FullHandshakes makes every connection of the sessions scenario a
+	// full TLS handshake, as separate processes meeting a member for the
+	// first time would make: each client keeps its own session tickets.
+	// Off, the connections share Client.TLS's tickets (session.ClientTLS
+	// keeps them) and resume the session of an earlier one.
+	FullHandshakes bool
 	// Admin is the leader's admin HTTP address (host:port) for sessions.
 	// Default: the leader's as the cluster's member list reports it.
 	Admin string

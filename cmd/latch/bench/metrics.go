@@ -79,6 +79,24 @@ func (s *scraper) sample(ctx context.Context) (sample, error) {
 	return smp, nil
 }
 
+// handshakes reads the member's latch_client_handshakes_total: client
+// connections it accepted, resumed and full; ok is false when it has no
+// such series (an older latchd).
+func (s *scraper) handshakes(ctx context.Context, member string) (resumed, full int, ok bool, err error) {
+	series := func(r string) string {
+		return `latch_client_handshakes_total{member="` + member + `",resumed="` + r + `"}`
+	}
+	var vals map[string]float64
+	err = s.get(ctx, "/metrics", func(r io.Reader) error {
+		var err error
+		vals, err = parseMetrics(r, series("true"), series("false"))
+		return err
+	})
+	t, okT := vals[series("true")]
+	f, okF := vals[series("false")]
+	return int(t), int(f), okT && okF, err
+}
+
 // adminStatus is what the run needs of a member's GET /v1/status.
 type adminStatus struct {
 	ID    string `json:"id"`
@@ -116,9 +134,9 @@ func (s *scraper) get(ctx context.Context, path string, read func(io.Reader) err
 }
 
 // parseMetrics reads the Prometheus text exposition format from r and
-// returns the values of the unlabelled series named in want that it
-// finds. Labelled samples, comments and other series are skipped. The
-// caller wraps its errors.
+// returns the values of the series named in want that it finds (a
+// labelled one named with its labels exactly as exposed). Comments and
+// other series are skipped. The caller wraps its errors.
 func parseMetrics(r io.Reader, want ...string) (map[string]float64, error) {
 	wanted := make(map[string]bool, len(want))
 	for _, w := range want {

@@ -71,6 +71,12 @@ type SessionLoad struct {
 	// OpenRate is sessions established per second (connections included
 	// when each session has its own).
 	OpenRate float64 `json:"open_per_sec"`
+	// Resumed and FullHandshakes count the leader's client connections
+	// accepted while the sessions opened, by TLS handshake
+	// (latch_client_handshakes_total); nil when its /metrics has no such
+	// series.
+	Resumed        *int `json:"resumed_handshakes,omitempty"`
+	FullHandshakes *int `json:"full_handshakes,omitempty"`
 	// Settle is the pause between the last open and the window.
 	Settle Millis `json:"settle_ms"`
 	Window Millis `json:"window_ms"`
@@ -159,6 +165,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	if s := r.Sessions; s != nil {
 		row("session TTL", "%s", dur(s.TTL))
+		if s.Resumed != nil && s.FullHandshakes != nil {
+			row("TLS handshakes", "%d resumed, %d full (the leader's)", *s.Resumed, *s.FullHandshakes)
+		}
 		row("settle, window", "%s, %s", dur(s.Settle), dur(s.Window))
 		row("leader", "%s (admin %s)", s.Leader, s.LeaderAdmin)
 		row("leader CPU", "%.1f%% of one core (%.1f%% before the sessions)", s.LeaderCPUPercent, s.LeaderIdleCPUPercent)

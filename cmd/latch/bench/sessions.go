@@ -63,6 +63,12 @@ func (r *runner) sessions(rep *Report) error {
 
 	h := &held{r: r, sessions: make([]*client.Session, cfg.Sessions)}
 	defer h.closeClients()
+	hctx, hcancel := r.opCtx()
+	res0, full0, counted, err := sc.handshakes(hctx, st0.ID)
+	hcancel()
+	if err != nil {
+		return err
+	}
 	opened, openTime, openLat, err := h.open()
 	if err != nil {
 		return err
@@ -71,6 +77,16 @@ func (r *runner) sessions(rep *Report) error {
 	load := &SessionLoad{Sessions: opened, OpenRate: rep.OpsPerSec, Leader: st0.ID, LeaderAdmin: admin, LeaderIdleCPUPercent: idle}
 	if opened > 0 {
 		load.TTL = Millis(h.sessions[0].TTL())
+	}
+	if counted {
+		hctx, hcancel := r.opCtx()
+		res1, full1, _, err := sc.handshakes(hctx, st0.ID)
+		hcancel()
+		if err != nil {
+			return err
+		}
+		res, full := res1-res0, full1-full0
+		load.Resumed, load.FullHandshakes = &res, &full
 	}
 	rep.Sessions = load
 	r.logf("opened %d sessions in %v", opened, openTime.Round(time.Millisecond))
@@ -171,6 +187,11 @@ type held struct {
 // and each open's latency (a Dial's for a connection's first session).
 func (h *held) open() (int, time.Duration, []time.Duration, error) {
 	cfg := h.r.cfg
+	if cfg.FullHandshakes && cfg.Client.TLS != nil {
+		// A config without a ticket cache: each client keeps its own.
+		cfg.Client.TLS = cfg.Client.TLS.Clone()
+		cfg.Client.TLS.ClientSessionCache = nil
+	}
 	n := len(h.sessions)
 	h.clients = make([]*client.Client, cfg.Conns)
 	ready := make([]chan struct{}, cfg.Conns)
