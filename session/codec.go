@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -54,6 +55,15 @@ const maxPooledBuf = 64 << 10
 // appendFrame appends to dst the frame of v: a 4-byte big-endian length and
 // the msgpack body.
 func appendFrame(dst []byte, v any) ([]byte, error) {
+	if frame, ok := appendFrameFast(dst, v); ok {
+		return frame, nil
+	}
+	return appendFrameReflect(dst, v)
+}
+
+// appendFrameReflect is appendFrame by go-msgpack's reflection encoder,
+// which defines the wire format.
+func appendFrameReflect(dst []byte, v any) ([]byte, error) {
 	e := encPool.Get().(*encoder)
 	e.buf = e.buf[:0]
 	e.enc.ResetBytes(&e.buf)
@@ -72,6 +82,28 @@ func appendFrame(dst []byte, v any) ([]byte, error) {
 	return dst, nil
 }
 
+// appendFrameFast appends v's frame with the hand-written encoder
+// (msgcodec.go), or declines: v is of another type or has a field it does
+// not write, or the frame would exceed maxFrameLimit (the reflection path
+// then reports that).
+func appendFrameFast(dst []byte, v any) ([]byte, bool) {
+	start := len(dst)
+	frame := append(dst, 0, 0, 0, 0)
+	ok := false
+	switch m := v.(type) {
+	case *Request:
+		frame, ok = appendRequestFast(frame, m)
+	case *Response:
+		frame, ok = appendResponseFast(frame, m)
+	}
+	n := len(frame) - start - frameHeaderLen
+	if !ok || uint64(n) > maxFrameLimit {
+		return frame[:start], false
+	}
+	binary.BigEndian.PutUint32(frame[start:], uint32(n))
+	return frame, true
+}
+
 func putEncoder(e *encoder) {
 	if cap(e.buf) > maxPooledBuf {
 		e.buf = make([]byte, 0, 512)
@@ -82,10 +114,19 @@ func putEncoder(e *encoder) {
 // decodeBody decodes one msgpack value from body into v, which must point
 // to a zeroed struct. Trailing bytes and any decoder failure, panics
 // included, become ErrMalformed: a peer's bytes never crash us.
-func decodeBody(body []byte, v any) (err error) {
+func decodeBody(body []byte, v any) error {
 	if len(body) == 0 {
 		return fmt.Errorf("%w: empty frame", ErrMalformed)
 	}
+	if decodeFast(body, v) {
+		return nil
+	}
+	return decodeBodyReflect(body, v)
+}
+
+// decodeBodyReflect is decodeBody by the cost check and go-msgpack's
+// reflection decoder, which define what decodes.
+func decodeBodyReflect(body []byte, v any) (err error) {
 	if err := checkDecodeCost(body, v); err != nil {
 		return err
 	}
@@ -107,6 +148,24 @@ func decodeBody(body []byte, v any) (err error) {
 		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(body)-n)
 	}
 	return nil
+}
+
+// decodeFast decodes body into v with the hand-written decoder
+// (msgcodec.go), or declines, leaving v zeroed for the reflection decoder.
+func decodeFast(body []byte, v any) bool {
+	switch m := v.(type) {
+	case *Request:
+		if decodeRequestFast(body, m) {
+			return true
+		}
+		*m = Request{}
+	case *Response:
+		if decodeResponseFast(body, m) {
+			return true
+		}
+		*m = Response{}
+	}
+	return false
 }
 
 // EncodeRequest returns req as one frame (length prefix and body).

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/namespace"
 )
 
 // Seeds live in testdata/fuzz/<Fuzz name>/ in go's corpus format and run
@@ -149,6 +151,18 @@ func fuzzSeeds() map[string]map[string][]byte {
 			"huge-string": hugeStr,
 			"huge-array":  hugeArr,
 			"not-a-map":   {0x93, 1, 2, 3},
+		},
+		"FuzzMsgCodec": {
+			"get":        get[frameHeaderLen:],
+			"hello":      hello[frameHeaderLen:],
+			"full":       req[frameHeaderLen:],
+			"not-leader": errResp[frameHeaderLen:],
+			"set":        frame(&Request{Type: MsgSet, Call: 300, Session: 1 << 40, Path: "/a/b", Data: []byte("v"), Version: -1})[frameHeaderLen:],
+			"set-answer": frame(&Response{Call: 300, Rev: 70000, Stat: namespace.Stat{CreateRev: 5, Mtime: -1, DataLength: 1}})[frameHeaderLen:],
+			"granted":    frame(&Response{Lock: LockGranted, Node: "/l/lock-0000000001", Token: 12, Rev: 13})[frameHeaderLen:],
+			// A limit beyond int32 and a version beyond int64: refused.
+			"overflow": {0x83, 0xa1, 't', 0x08, 0xa3, 'l', 'i', 'm', 0xd3, 0, 0, 0, 1, 0, 0, 0, 0, 0xa1, 'v', 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+			"repeated": {0x82, 0xa1, 't', 0x08, 0xa1, 't', 0x07},
 		},
 		"FuzzDecodeResponse": {
 			"full":        resp[frameHeaderLen:],

@@ -1,0 +1,167 @@
+package session
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/latch-io/latch/namespace"
+)
+
+// FuzzMsgCodec checks the hand-written codec against go-msgpack's
+// reflection codec, which defines the wire format: whatever the fast
+// decoder accepts, the reflection path accepts with the same message; and
+// every message the reflection path decodes is encoded by the fast
+// encoder, where it does not decline, into the same bytes.
+func FuzzMsgCodec(f *testing.F) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkMsgCodec(t, body, new(Request), new(Request))
+		checkMsgCodec(t, body, new(Response), new(Response))
+	})
+}
+
+func checkMsgCodec[M any](t *testing.T, body []byte, fast, slow *M) {
+	t.Helper()
+	slowErr := decodeBodyReflect(body, slow)
+	if fastOK := decodeFast(body, fast); fastOK {
+		if slowErr != nil {
+			t.Fatalf("%T %x: the fast decoder accepts what the reflection decoder refuses: %v", fast, body, slowErr)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%T %x: decoders differ:\nfast %+v\nslow %+v", fast, body, fast, slow)
+		}
+	} else if !reflect.DeepEqual(fast, new(M)) {
+		t.Fatalf("%T %x: a declined decode left %+v", fast, body, fast)
+	}
+	if slowErr == nil {
+		checkEncoding(t, slow)
+	}
+}
+
+// checkEncoding compares the fast encoding of v, unless declined, with the
+// reflection encoding.
+func checkEncoding(t *testing.T, v any) {
+	t.Helper()
+	want, err := appendFrameReflect([]byte("prefix"), v)
+	if err != nil {
+		return
+	}
+	got, ok := appendFrameFast([]byte("prefix"), v)
+	if ok && !bytes.Equal(got, want) {
+		t.Fatalf("%+v: fast encoding\n%x\nreflection encoding\n%x", v, got, want)
+	}
+	if !ok && !bytes.Equal(got, []byte("prefix")) {
+		t.Fatalf("a declined encoding left %x", got)
+	}
+}
+
+// TestMsgCodecRandom encodes random messages of the fields the fast codec
+// covers, integers at every width boundary, and checks the fast codec
+// against reflection both ways.
+func TestMsgCodecRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 5000; i++ {
+		q, p := randomRequest(rng), randomResponse(rng)
+		for _, v := range []any{q, p} {
+			checkEncoding(t, v)
+			frame, err := appendFrameReflect(nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := frame[frameHeaderLen:]
+			switch v.(type) {
+			case *Request:
+				checkMsgCodec(t, body, new(Request), new(Request))
+				if got := new(Request); !decodeFast(body, got) || !reflect.DeepEqual(got, v) {
+					t.Fatalf("fast decode of %+v declined or differs: %+v", v, got)
+				}
+			case *Response:
+				checkMsgCodec(t, body, new(Response), new(Response))
+				if got := new(Response); !decodeFast(body, got) || !reflect.DeepEqual(got, v) {
+					t.Fatalf("fast decode of %+v declined or differs: %+v", v, got)
+				}
+			}
+		}
+	}
+}
+
+// TestMsgCodecDeclines: messages with fields the fast codec leaves to
+// reflection still travel, by reflection.
+func TestMsgCodecDeclines(t *testing.T) {
+	for _, v := range []any{fullRequest(), fullResponse(), &Request{Type: MsgKeepAlive, Sessions: []uint64{1}}, &Response{Names: []string{"a"}}} {
+		if _, ok := appendFrameFast(nil, v); ok {
+			t.Errorf("%+v: the fast encoder took a message with a field it does not cover", v)
+		}
+		checkEncoding(t, v)
+	}
+}
+
+// randInt returns an integer near a msgpack width boundary, or zero.
+func randInt(rng *rand.Rand) int64 {
+	edges := []int64{0, 1, 31, 32, -32, -33, 127, 128, -128, -129, 255, 256, 32767, 32768, -32768, -32769,
+		65535, 65536, math.MaxInt32, math.MaxInt32 + 1, math.MinInt32, math.MinInt32 - 1, math.MaxUint32, math.MaxUint32 + 1,
+		math.MaxInt64, math.MinInt64}
+	switch rng.IntN(3) {
+	case 0:
+		return 0
+	case 1: // anywhere in a random width, either sign
+		v := rng.Int64() >> rng.IntN(64)
+		if rng.IntN(2) == 0 {
+			v = -v
+		}
+		return v
+	}
+	return edges[rng.IntN(len(edges))] + int64(rng.IntN(3)) - 1
+}
+
+func randUint(rng *rand.Rand) uint64 {
+	if rng.IntN(8) == 0 {
+		return math.MaxUint64 - uint64(rng.IntN(2))
+	}
+	return uint64(randInt(rng))
+}
+
+func randStr(rng *rand.Rand) string {
+	n := []int{0, 0, 1, 31, 32, 255, 256, 65535, 65536}[rng.IntN(9)]
+	if n > 256 && rng.IntN(50) != 0 {
+		n = 3 // long strings, rarely: they are slow to encode by reflection
+	}
+	return string(bytes.Repeat([]byte{'a' + byte(rng.IntN(26))}, n))
+}
+
+func randBytes(rng *rand.Rand) []byte {
+	if s := randStr(rng); s != "" {
+		return []byte(s)
+	}
+	return nil
+}
+
+func randomRequest(rng *rand.Rand) *Request {
+	return &Request{
+		Type: MsgType(randUint(rng)), Call: randUint(rng), Session: randUint(rng), Stale: rng.IntN(2) == 0,
+		ProtocolVersion: uint32(randUint(rng)), ClientName: randStr(rng),
+		Secret: randBytes(rng), TTLMillis: randInt(rng),
+		Path: randStr(rng), Data: randBytes(rng), Flags: namespace.CreateFlags(randUint(rng)), Version: randInt(rng),
+		Recursive: rng.IntN(2) == 0, After: randStr(rng), Limit: int32(randInt(rng)),
+		Kind: WatchKind(randUint(rng)), FromRev: randUint(rng), OneShot: rng.IntN(2) == 0,
+		Mode: LockMode(randUint(rng)), TimeoutMillis: randInt(rng), HoldTTLMillis: randInt(rng), LockDelayMillis: randInt(rng),
+		Node: randStr(rng), Try: rng.IntN(2) == 0, RequestID: randStr(rng),
+	}
+}
+
+func randomResponse(rng *rand.Rand) *Response {
+	p := &Response{
+		Call: randUint(rng), Code: Code(randUint(rng)), Message: randStr(rng), Leader: randStr(rng),
+		ProtocolVersion: uint32(randUint(rng)), ServerID: randStr(rng), Features: Feature(randUint(rng)),
+		Session: randUint(rng), Secret: randBytes(rng), TTLMillis: randInt(rng),
+		Path: randStr(rng), Data: randBytes(rng), Exists: rng.IntN(2) == 0, More: rng.IntN(2) == 0,
+		Rev: randUint(rng), Lock: LockPhase(randUint(rng)), Node: randStr(rng), Token: randUint(rng), Valid: rng.IntN(2) == 0,
+	}
+	if rng.IntN(2) == 0 {
+		p.Stat = namespace.Stat{CreateRev: randUint(rng), ModRev: randUint(rng), Ctime: randInt(rng), Mtime: randInt(rng),
+			Version: randInt(rng), CVersion: randInt(rng), EphemeralOwner: randUint(rng), NumChildren: randInt(rng), DataLength: int32(randInt(rng))}
+	}
+	return p
+}
