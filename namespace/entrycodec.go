@@ -3,6 +3,8 @@ package namespace
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/latch-io/latch/internal/msgp"
 )
 
 // The raft log format is what go-msgpack's reflection codec, configured as
@@ -17,127 +19,129 @@ import (
 //     fields in the order of their sorted tags, integers in the smallest
 //     form msgpack-c picks (signed types as int8..int64 beyond fixint,
 //     unsigned as uint8..uint64), strings as str (str8 allowed: WriteExt),
-//     []byte as bin.
+//     []byte as bin; internal/msgp writes these forms.
 //   - decodeEntryFast reads the forms the encoder writes and the others
 //     go-msgpack reads the same way (any map/array header width, str or
 //     bin for a string or []byte, any integer width), and declines anything
 //     else: nil, a struct as an array, a repeated field, a multi inside a
 //     multi, ACL rules, limits, an unknown field, an integer that does not
 //     fit, bytes left over. DecodeEntry then runs the reflection decoder,
-//     so every entry decodes, and fails, exactly as before.
+//     so every entry decodes, and fails, exactly as before. (entryReader
+//     takes more forms than msgp.Reader, which takes only what the encoder
+//     writes; both are exact, the wider one just declines less.)
 
 // mpEntry appends e's log encoding to b.
 func mpEntry(b []byte, e *Entry) []byte {
 	b = append(b, 0x82)
-	b = mpKey(b, "c")
+	b = msgp.AppendKey(b, "c")
 	b = mpCommand(b, &e.Cmd)
-	b = mpKey(b, "t")
-	return mpInt(b, e.Time)
+	b = msgp.AppendKey(b, "t")
+	return msgp.AppendInt(b, e.Time)
 }
 
 // mpEntrySize is len(mpEntry(nil, e)).
 func mpEntrySize(e *Entry) int {
-	return 1 + 2 + mpCommandSize(&e.Cmd) + 2 + mpIntSize(e.Time)
+	return 1 + 2 + mpCommandSize(&e.Cmd) + 2 + msgp.IntSize(e.Time)
 }
 
 // mpCommand writes c's fields in the order of their sorted tags (the
 // order go-msgpack writes a struct as a map), omitting the empty omitempty
 // ones; o and v are always written.
 func mpCommand(b []byte, c *Command) []byte {
-	b = mpMapLen(b, mpCommandFields(c))
+	b = msgp.AppendMapLen(b, mpCommandFields(c))
 	if len(c.ACL) > 0 {
-		b = mpKey(b, "acl")
-		b = mpArrayLen(b, len(c.ACL))
+		b = msgp.AppendKey(b, "acl")
+		b = msgp.AppendArrayLen(b, len(c.ACL))
 		for i := range c.ACL {
 			b = mpACLRule(b, &c.ACL[i])
 		}
 	}
 	if c.ACLDefault != 0 {
-		b = mpKey(b, "acl_d")
-		b = mpUint(b, uint64(c.ACLDefault))
+		b = msgp.AppendKey(b, "acl_d")
+		b = msgp.AppendUint(b, uint64(c.ACLDefault))
 	}
 	if c.Host != "" {
-		b = mpKey(b, "acl_h")
-		b = mpStr(b, c.Host)
+		b = msgp.AppendKey(b, "acl_h")
+		b = msgp.AppendStr(b, c.Host)
 	}
 	if len(c.Data) > 0 {
-		b = mpKey(b, "d")
-		b = mpBin(b, c.Data)
+		b = msgp.AppendKey(b, "d")
+		b = msgp.AppendBin(b, c.Data)
 	}
 	if c.Flags != 0 {
-		b = mpKey(b, "f")
-		b = mpUint(b, uint64(c.Flags))
+		b = msgp.AppendKey(b, "f")
+		b = msgp.AppendUint(b, uint64(c.Flags))
 	}
 	if c.Identity != "" {
-		b = mpKey(b, "id")
-		b = mpStr(b, c.Identity)
+		b = msgp.AppendKey(b, "id")
+		b = msgp.AppendStr(b, c.Identity)
 	}
 	if c.LockDelayMillis != 0 {
-		b = mpKey(b, "ld")
-		b = mpInt(b, c.LockDelayMillis)
+		b = msgp.AppendKey(b, "ld")
+		b = msgp.AppendInt(b, c.LockDelayMillis)
 	}
 	if c.HoldTTLMillis != 0 {
-		b = mpKey(b, "lh")
-		b = mpInt(b, c.HoldTTLMillis)
+		b = msgp.AppendKey(b, "lh")
+		b = msgp.AppendInt(b, c.HoldTTLMillis)
 	}
 	if c.RequestID != "" {
-		b = mpKey(b, "lk_rid")
-		b = mpStr(b, c.RequestID)
+		b = msgp.AppendKey(b, "lk_rid")
+		b = msgp.AppendStr(b, c.RequestID)
 	}
 	if c.Try {
-		b = mpKey(b, "lk_try")
+		b = msgp.AppendKey(b, "lk_try")
 		b = append(b, 0xc3)
 	}
 	if c.Mode != 0 {
-		b = mpKey(b, "lm")
-		b = mpUint(b, uint64(c.Mode))
+		b = msgp.AppendKey(b, "lm")
+		b = msgp.AppendUint(b, uint64(c.Mode))
 	}
 	if c.Member != nil {
-		b = mpKey(b, "m")
+		b = msgp.AppendKey(b, "m")
 		b = mpMember(b, c.Member)
 	}
-	b = mpKey(b, "o")
-	b = mpUint(b, uint64(c.Op))
+	b = msgp.AppendKey(b, "o")
+	b = msgp.AppendUint(b, uint64(c.Op))
 	if len(c.Ops) > 0 {
-		b = mpKey(b, "ops")
-		b = mpArrayLen(b, len(c.Ops))
+		b = msgp.AppendKey(b, "ops")
+		b = msgp.AppendArrayLen(b, len(c.Ops))
 		for i := range c.Ops {
 			b = mpCommand(b, &c.Ops[i])
 		}
 	}
 	if c.Withdrawn {
-		b = mpKey(b, "ops_wd")
+		b = msgp.AppendKey(b, "ops_wd")
 		b = append(b, 0xc3)
 	}
 	if c.Path != "" {
-		b = mpKey(b, "p")
-		b = mpStr(b, c.Path)
+		b = msgp.AppendKey(b, "p")
+		b = msgp.AppendStr(b, c.Path)
 	}
 	if c.Session != 0 {
-		b = mpKey(b, "s")
-		b = mpUint(b, c.Session)
+		b = msgp.AppendKey(b, "s")
+		b = msgp.AppendUint(b, c.Session)
 	}
 	if len(c.Secret) > 0 {
-		b = mpKey(b, "sec")
-		b = mpBin(b, c.Secret)
+		b = msgp.AppendKey(b, "sec")
+		b = msgp.AppendBin(b, c.Secret)
 	}
 	if len(c.Sessions) > 0 {
-		b = mpKey(b, "ss")
-		b = mpArrayLen(b, len(c.Sessions))
+		b = msgp.AppendKey(b, "ss")
+		b = msgp.AppendArrayLen(b, len(c.Sessions))
 		for _, s := range c.Sessions {
-			b = mpUint(b, s)
+			b = msgp.AppendUint(b, s)
 		}
 	}
 	if c.Limits != nil {
-		b = mpKey(b, "st_lim")
+		b = msgp.AppendKey(b, "st_lim")
 		b = mpLimits(b, c.Limits)
 	}
 	if c.TTLMillis != 0 {
-		b = mpKey(b, "ttl")
-		b = mpInt(b, c.TTLMillis)
+		b = msgp.AppendKey(b, "ttl")
+		b = msgp.AppendInt(b, c.TTLMillis)
 	}
-	b = mpKey(b, "v")
-	return mpInt(b, c.Version)
+	b = msgp.AppendKey(b, "v")
+	return msgp.AppendInt(b, c.Version)
 }
 
 // mpCommandFields counts the fields mpCommand writes.
@@ -158,78 +162,78 @@ func mpCommandFields(c *Command) int {
 
 // mpCommandSize is len(mpCommand(nil, c)), field by field in its order.
 func mpCommandSize(c *Command) int {
-	n := mpContainerLenSize(mpCommandFields(c))
+	n := msgp.ContainerLenSize(mpCommandFields(c))
 	if len(c.ACL) > 0 {
-		n += mpKeySize("acl") + mpContainerLenSize(len(c.ACL))
+		n += msgp.KeySize("acl") + msgp.ContainerLenSize(len(c.ACL))
 		for i := range c.ACL {
 			n += mpACLRuleSize(&c.ACL[i])
 		}
 	}
 	if c.ACLDefault != 0 {
-		n += mpKeySize("acl_d") + mpUintSize(uint64(c.ACLDefault))
+		n += msgp.KeySize("acl_d") + msgp.UintSize(uint64(c.ACLDefault))
 	}
 	if c.Host != "" {
-		n += mpKeySize("acl_h") + mpStrSize(len(c.Host))
+		n += msgp.KeySize("acl_h") + msgp.StrSize(len(c.Host))
 	}
 	if len(c.Data) > 0 {
-		n += mpKeySize("d") + mpBinSize(len(c.Data))
+		n += msgp.KeySize("d") + msgp.BinSize(len(c.Data))
 	}
 	if c.Flags != 0 {
-		n += mpKeySize("f") + mpUintSize(uint64(c.Flags))
+		n += msgp.KeySize("f") + msgp.UintSize(uint64(c.Flags))
 	}
 	if c.Identity != "" {
-		n += mpKeySize("id") + mpStrSize(len(c.Identity))
+		n += msgp.KeySize("id") + msgp.StrSize(len(c.Identity))
 	}
 	if c.LockDelayMillis != 0 {
-		n += mpKeySize("ld") + mpIntSize(c.LockDelayMillis)
+		n += msgp.KeySize("ld") + msgp.IntSize(c.LockDelayMillis)
 	}
 	if c.HoldTTLMillis != 0 {
-		n += mpKeySize("lh") + mpIntSize(c.HoldTTLMillis)
+		n += msgp.KeySize("lh") + msgp.IntSize(c.HoldTTLMillis)
 	}
 	if c.RequestID != "" {
-		n += mpKeySize("lk_rid") + mpStrSize(len(c.RequestID))
+		n += msgp.KeySize("lk_rid") + msgp.StrSize(len(c.RequestID))
 	}
 	if c.Try {
-		n += mpKeySize("lk_try") + 1
+		n += msgp.KeySize("lk_try") + 1
 	}
 	if c.Mode != 0 {
-		n += mpKeySize("lm") + mpUintSize(uint64(c.Mode))
+		n += msgp.KeySize("lm") + msgp.UintSize(uint64(c.Mode))
 	}
 	if c.Member != nil {
-		n += mpKeySize("m") + mpMemberSize(c.Member)
+		n += msgp.KeySize("m") + mpMemberSize(c.Member)
 	}
-	n += mpKeySize("o") + mpUintSize(uint64(c.Op))
+	n += msgp.KeySize("o") + msgp.UintSize(uint64(c.Op))
 	if len(c.Ops) > 0 {
-		n += mpKeySize("ops") + mpContainerLenSize(len(c.Ops))
+		n += msgp.KeySize("ops") + msgp.ContainerLenSize(len(c.Ops))
 		for i := range c.Ops {
 			n += mpCommandSize(&c.Ops[i])
 		}
 	}
 	if c.Withdrawn {
-		n += mpKeySize("ops_wd") + 1
+		n += msgp.KeySize("ops_wd") + 1
 	}
 	if c.Path != "" {
-		n += mpKeySize("p") + mpStrSize(len(c.Path))
+		n += msgp.KeySize("p") + msgp.StrSize(len(c.Path))
 	}
 	if c.Session != 0 {
-		n += mpKeySize("s") + mpUintSize(c.Session)
+		n += msgp.KeySize("s") + msgp.UintSize(c.Session)
 	}
 	if len(c.Secret) > 0 {
-		n += mpKeySize("sec") + mpBinSize(len(c.Secret))
+		n += msgp.KeySize("sec") + msgp.BinSize(len(c.Secret))
 	}
 	if len(c.Sessions) > 0 {
-		n += mpKeySize("ss") + mpContainerLenSize(len(c.Sessions))
+		n += msgp.KeySize("ss") + msgp.ContainerLenSize(len(c.Sessions))
 		for _, s := range c.Sessions {
-			n += mpUintSize(s)
+			n += msgp.UintSize(s)
 		}
 	}
 	if c.Limits != nil {
-		n += mpKeySize("st_lim") + mpLimitsSize(c.Limits)
+		n += msgp.KeySize("st_lim") + mpLimitsSize(c.Limits)
 	}
 	if c.TTLMillis != 0 {
-		n += mpKeySize("ttl") + mpIntSize(c.TTLMillis)
+		n += msgp.KeySize("ttl") + msgp.IntSize(c.TTLMillis)
 	}
-	return n + mpKeySize("v") + mpIntSize(c.Version)
+	return n + msgp.KeySize("v") + msgp.IntSize(c.Version)
 }
 
 // mpMember: ID is always written, the rest when set.
@@ -240,40 +244,40 @@ func mpMember(b []byte, m *Member) []byte {
 			n++
 		}
 	}
-	b = mpMapLen(b, n)
+	b = msgp.AppendMapLen(b, n)
 	if m.APIAddr != "" {
-		b = mpKey(b, "api_addr")
-		b = mpStr(b, m.APIAddr)
+		b = msgp.AppendKey(b, "api_addr")
+		b = msgp.AppendStr(b, m.APIAddr)
 	}
 	if m.ClientAddr != "" {
-		b = mpKey(b, "c")
-		b = mpStr(b, m.ClientAddr)
+		b = msgp.AppendKey(b, "c")
+		b = msgp.AppendStr(b, m.ClientAddr)
 	}
 	if m.HTTPAddr != "" {
-		b = mpKey(b, "h")
-		b = mpStr(b, m.HTTPAddr)
+		b = msgp.AppendKey(b, "h")
+		b = msgp.AppendStr(b, m.HTTPAddr)
 	}
-	b = mpKey(b, "id")
-	b = mpStr(b, m.ID)
+	b = msgp.AppendKey(b, "id")
+	b = msgp.AppendStr(b, m.ID)
 	if m.RaftAddr != "" {
-		b = mpKey(b, "r")
-		b = mpStr(b, m.RaftAddr)
+		b = msgp.AppendKey(b, "r")
+		b = msgp.AppendStr(b, m.RaftAddr)
 	}
 	return b
 }
 
 func mpMemberSize(m *Member) int {
-	n, fields := mpKeySize("id")+mpStrSize(len(m.ID)), 1
+	n, fields := msgp.KeySize("id")+msgp.StrSize(len(m.ID)), 1
 	for _, f := range [...]struct {
 		key string
 		v   string
 	}{{"api_addr", m.APIAddr}, {"c", m.ClientAddr}, {"h", m.HTTPAddr}, {"r", m.RaftAddr}} {
 		if f.v != "" {
-			n += mpKeySize(f.key) + mpStrSize(len(f.v))
+			n += msgp.KeySize(f.key) + msgp.StrSize(len(f.v))
 			fields++
 		}
 	}
-	return mpContainerLenSize(fields) + n
+	return msgp.ContainerLenSize(fields) + n
 }
 
 func mpACLRule(b []byte, r *ACLRule) []byte {
@@ -282,21 +286,21 @@ func mpACLRule(b []byte, r *ACLRule) []byte {
 	} else {
 		b = append(b, 0x82)
 	}
-	b = mpKey(b, "i")
-	b = mpStr(b, r.Identity)
-	b = mpKey(b, "p")
-	b = mpStr(b, r.Prefix)
+	b = msgp.AppendKey(b, "i")
+	b = msgp.AppendStr(b, r.Identity)
+	b = msgp.AppendKey(b, "p")
+	b = msgp.AppendStr(b, r.Prefix)
 	if r.Perms != 0 {
-		b = mpKey(b, "r")
-		b = mpUint(b, uint64(r.Perms))
+		b = msgp.AppendKey(b, "r")
+		b = msgp.AppendUint(b, uint64(r.Perms))
 	}
 	return b
 }
 
 func mpACLRuleSize(r *ACLRule) int {
-	n := 1 + mpKeySize("i") + mpStrSize(len(r.Identity)) + mpKeySize("p") + mpStrSize(len(r.Prefix))
+	n := 1 + msgp.KeySize("i") + msgp.StrSize(len(r.Identity)) + msgp.KeySize("p") + msgp.StrSize(len(r.Prefix))
 	if r.Perms != 0 {
-		n += mpKeySize("r") + mpUintSize(uint64(r.Perms))
+		n += msgp.KeySize("r") + msgp.UintSize(uint64(r.Perms))
 	}
 	return n
 }
@@ -305,8 +309,8 @@ func mpACLRuleSize(r *ACLRule) int {
 func mpLimits(b []byte, l *Limits) []byte {
 	b = append(b, 0x8b)
 	for _, f := range mpLimitsFields(l) {
-		b = mpKey(b, f.key)
-		b = mpInt(b, f.v)
+		b = msgp.AppendKey(b, f.key)
+		b = msgp.AppendInt(b, f.v)
 	}
 	return b
 }
@@ -314,7 +318,7 @@ func mpLimits(b []byte, l *Limits) []byte {
 func mpLimitsSize(l *Limits) int {
 	n := 1
 	for _, f := range mpLimitsFields(l) {
-		n += mpKeySize(f.key) + mpIntSize(f.v)
+		n += msgp.KeySize(f.key) + msgp.IntSize(f.v)
 	}
 	return n
 }
@@ -339,151 +343,6 @@ func mpLimitsFields(l *Limits) [11]mpLimitsField {
 		{"page", int64(l.MaxChildrenPage)},
 		{"path", int64(l.MaxPathBytes)},
 	}
-}
-
-// Msgpack primitives, as go-msgpack's MsgpackHandle{WriteExt: true}
-// writes them.
-
-// mpKey writes a field tag (every tag is shorter than 32 bytes).
-func mpKey(b []byte, k string) []byte {
-	b = append(b, 0xa0|byte(len(k)))
-	return append(b, k...)
-}
-
-func mpKeySize(k string) int { return 1 + len(k) }
-
-func mpUint(b []byte, v uint64) []byte {
-	switch {
-	case v <= math.MaxInt8:
-		return append(b, byte(v))
-	case v <= math.MaxUint8:
-		return append(b, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
-}
-
-func mpUintSize(v uint64) int {
-	switch {
-	case v <= math.MaxInt8:
-		return 1
-	case v <= math.MaxUint8:
-		return 2
-	case v <= math.MaxUint16:
-		return 3
-	case v <= math.MaxUint32:
-		return 5
-	}
-	return 9
-}
-
-// mpInt: a signed type is written signed (int16..int64) even when
-// positive, except as a fixint (-32..127).
-func mpInt(b []byte, v int64) []byte {
-	switch {
-	case v >= -32 && v <= math.MaxInt8:
-		return append(b, byte(v))
-	case v >= math.MinInt8 && v < -32:
-		return append(b, 0xd0, byte(v))
-	case v >= math.MinInt16 && v <= math.MaxInt16:
-		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(v))
-	case v >= math.MinInt32 && v <= math.MaxInt32:
-		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
-}
-
-func mpIntSize(v int64) int {
-	switch {
-	case v >= -32 && v <= math.MaxInt8:
-		return 1
-	case v >= math.MinInt8 && v < -32:
-		return 2
-	case v >= math.MinInt16 && v <= math.MaxInt16:
-		return 3
-	case v >= math.MinInt32 && v <= math.MaxInt32:
-		return 5
-	}
-	return 9
-}
-
-func mpStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
-}
-
-func mpStrSize(n int) int {
-	switch {
-	case n < 32:
-		return 1 + n
-	case n <= math.MaxUint8:
-		return 2 + n
-	case n <= math.MaxUint16:
-		return 3 + n
-	}
-	return 5 + n
-}
-
-func mpBin(b []byte, v []byte) []byte {
-	n := len(v)
-	switch {
-	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
-	}
-	return append(b, v...)
-}
-
-func mpBinSize(n int) int {
-	switch {
-	case n <= math.MaxUint8:
-		return 2 + n
-	case n <= math.MaxUint16:
-		return 3 + n
-	}
-	return 5 + n
-}
-
-func mpMapLen(b []byte, n int) []byte { return mpContainerLen(b, 0x80, 0xde, n) }
-
-func mpArrayLen(b []byte, n int) []byte { return mpContainerLen(b, 0x90, 0xdc, n) }
-
-// mpContainerLen writes a map or array header: fix (n < 16), 16-bit
-// (b16) or 32-bit (b16+1).
-func mpContainerLen(b []byte, fix, b16 byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, fix|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, b16), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, b16+1), uint32(n))
-}
-
-func mpContainerLenSize(n int) int {
-	switch {
-	case n < 16:
-		return 1
-	case n <= math.MaxUint16:
-		return 3
-	}
-	return 5
 }
 
 // decodeEntryFast decodes b, or declines (false) for DecodeEntry to run

@@ -3,7 +3,7 @@ package session
 import (
 	"math"
 
-	"github.com/latch-io/latch/internal/mp"
+	"github.com/latch-io/latch/internal/msgp"
 	"github.com/latch-io/latch/namespace"
 )
 
@@ -15,7 +15,7 @@ import (
 //
 //   - appendRequestFast and appendResponseFast write exactly what handle's
 //     encoder writes (FuzzMsgCodec compares them): a struct is a map of its
-//     non-empty fields in the order of their sorted tags (mp has the forms
+//     non-empty fields in the order of their sorted tags (msgp has the forms
 //     of each value). A message with a field they do not cover (a multi's
 //     ops, a sequencer, ACL rules, keep-alive batches, lists in answers)
 //     is declined and takes the reflection encoder.
@@ -37,77 +37,77 @@ func appendRequestFast(b []byte, q *Request) ([]byte, bool) {
 	b = append(b, 0) // the map header, set below
 	n := 0
 	if q.After != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "a"), q.After), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "a"), q.After), n+1
 	}
 	if q.Call != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "cid"), q.Call), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "cid"), q.Call), n+1
 	}
 	if q.ClientName != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "cn"), q.ClientName), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "cn"), q.ClientName), n+1
 	}
 	if len(q.Data) > 0 {
-		b, n = mp.AppendBin(mp.AppendKey(b, "d"), q.Data), n+1
+		b, n = msgp.AppendBin(msgp.AppendKey(b, "d"), q.Data), n+1
 	}
 	if q.Flags != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "f"), uint64(q.Flags)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "f"), uint64(q.Flags)), n+1
 	}
 	if q.FromRev != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "fr"), q.FromRev), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "fr"), q.FromRev), n+1
 	}
 	if q.HoldTTLMillis != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "ht"), q.HoldTTLMillis), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "ht"), q.HoldTTLMillis), n+1
 	}
 	if q.Kind != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "k"), uint64(q.Kind)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "k"), uint64(q.Kind)), n+1
 	}
 	if q.LockDelayMillis != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "ld"), q.LockDelayMillis), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "ld"), q.LockDelayMillis), n+1
 	}
 	if q.Limit != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "lim"), int64(q.Limit)), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "lim"), int64(q.Limit)), n+1
 	}
 	if q.RequestID != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "lk_rid"), q.RequestID), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "lk_rid"), q.RequestID), n+1
 	}
 	if q.Mode != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "mo"), uint64(q.Mode)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "mo"), uint64(q.Mode)), n+1
 	}
 	if q.Node != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "n"), q.Node), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "n"), q.Node), n+1
 	}
 	if q.OneShot {
-		b, n = mp.AppendBool(mp.AppendKey(b, "os"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "os"), true), n+1
 	}
 	if q.Path != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "p"), q.Path), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "p"), q.Path), n+1
 	}
 	if q.ProtocolVersion != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "pv"), uint64(q.ProtocolVersion)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "pv"), uint64(q.ProtocolVersion)), n+1
 	}
 	if q.Recursive {
-		b, n = mp.AppendBool(mp.AppendKey(b, "r"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "r"), true), n+1
 	}
 	if q.Session != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "s"), q.Session), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "s"), q.Session), n+1
 	}
 	if len(q.Secret) > 0 {
-		b, n = mp.AppendBin(mp.AppendKey(b, "sec"), q.Secret), n+1
+		b, n = msgp.AppendBin(msgp.AppendKey(b, "sec"), q.Secret), n+1
 	}
 	if q.Stale {
-		b, n = mp.AppendBool(mp.AppendKey(b, "st"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "st"), true), n+1
 	}
-	b, n = mp.AppendUint(mp.AppendKey(b, "t"), uint64(q.Type)), n+1
+	b, n = msgp.AppendUint(msgp.AppendKey(b, "t"), uint64(q.Type)), n+1
 	if q.TimeoutMillis != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "to"), q.TimeoutMillis), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "to"), q.TimeoutMillis), n+1
 	}
 	if q.Try {
-		b, n = mp.AppendBool(mp.AppendKey(b, "try"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "try"), true), n+1
 	}
 	if q.TTLMillis != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "ttl"), q.TTLMillis), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "ttl"), q.TTLMillis), n+1
 	}
 	if q.Version != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "v"), q.Version), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "v"), q.Version), n+1
 	}
 	return setMapLen(b, start, n), true
 }
@@ -124,64 +124,64 @@ func appendResponseFast(b []byte, r *Response) ([]byte, bool) {
 	b = append(b, 0) // the map header, set below
 	n := 0
 	if r.Code != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "c"), uint64(r.Code)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "c"), uint64(r.Code)), n+1
 	}
 	if r.Call != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "cid"), r.Call), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "cid"), r.Call), n+1
 	}
 	if len(r.Data) > 0 {
-		b, n = mp.AppendBin(mp.AppendKey(b, "d"), r.Data), n+1
+		b, n = msgp.AppendBin(msgp.AppendKey(b, "d"), r.Data), n+1
 	}
 	if r.Exists {
-		b, n = mp.AppendBool(mp.AppendKey(b, "e"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "e"), true), n+1
 	}
 	if r.Features != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "ft"), uint64(r.Features)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "ft"), uint64(r.Features)), n+1
 	}
 	if r.Leader != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "l"), r.Leader), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "l"), r.Leader), n+1
 	}
 	if r.Lock != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "lk"), uint64(r.Lock)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "lk"), uint64(r.Lock)), n+1
 	}
 	if r.Message != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "m"), r.Message), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "m"), r.Message), n+1
 	}
 	if r.More {
-		b, n = mp.AppendBool(mp.AppendKey(b, "mr"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "mr"), true), n+1
 	}
 	if r.Node != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "n"), r.Node), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "n"), r.Node), n+1
 	}
 	if r.Valid {
-		b, n = mp.AppendBool(mp.AppendKey(b, "ok"), true), n+1
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "ok"), true), n+1
 	}
 	if r.Path != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "p"), r.Path), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "p"), r.Path), n+1
 	}
 	if r.ProtocolVersion != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "pv"), uint64(r.ProtocolVersion)), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "pv"), uint64(r.ProtocolVersion)), n+1
 	}
 	if r.Rev != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "r"), r.Rev), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "r"), r.Rev), n+1
 	}
 	if r.Session != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "s"), r.Session), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "s"), r.Session), n+1
 	}
 	if len(r.Secret) > 0 {
-		b, n = mp.AppendBin(mp.AppendKey(b, "sec"), r.Secret), n+1
+		b, n = msgp.AppendBin(msgp.AppendKey(b, "sec"), r.Secret), n+1
 	}
 	if r.ServerID != "" {
-		b, n = mp.AppendStr(mp.AppendKey(b, "sid"), r.ServerID), n+1
+		b, n = msgp.AppendStr(msgp.AppendKey(b, "sid"), r.ServerID), n+1
 	}
 	if r.Stat != (namespace.Stat{}) {
-		b, n = appendStat(mp.AppendKey(b, "st"), &r.Stat), n+1
+		b, n = appendStat(msgp.AppendKey(b, "st"), &r.Stat), n+1
 	}
 	if r.Token != 0 {
-		b, n = mp.AppendUint(mp.AppendKey(b, "tk"), r.Token), n+1
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "tk"), r.Token), n+1
 	}
 	if r.TTLMillis != 0 {
-		b, n = mp.AppendInt(mp.AppendKey(b, "ttl"), r.TTLMillis), n+1
+		b, n = msgp.AppendInt(msgp.AppendKey(b, "ttl"), r.TTLMillis), n+1
 	}
 	return setMapLen(b, start, n), true
 }
@@ -190,15 +190,15 @@ func appendResponseFast(b []byte, r *Response) ([]byte, bool) {
 // names, every field written, in sorted order.
 func appendStat(b []byte, s *namespace.Stat) []byte {
 	b = append(b, 0x89)
-	b = mp.AppendInt(mp.AppendKey(b, "CVersion"), s.CVersion)
-	b = mp.AppendUint(mp.AppendKey(b, "CreateRev"), s.CreateRev)
-	b = mp.AppendInt(mp.AppendKey(b, "Ctime"), s.Ctime)
-	b = mp.AppendInt(mp.AppendKey(b, "DataLength"), int64(s.DataLength))
-	b = mp.AppendUint(mp.AppendKey(b, "EphemeralOwner"), s.EphemeralOwner)
-	b = mp.AppendUint(mp.AppendKey(b, "ModRev"), s.ModRev)
-	b = mp.AppendInt(mp.AppendKey(b, "Mtime"), s.Mtime)
-	b = mp.AppendInt(mp.AppendKey(b, "NumChildren"), s.NumChildren)
-	return mp.AppendInt(mp.AppendKey(b, "Version"), s.Version)
+	b = msgp.AppendInt(msgp.AppendKey(b, "CVersion"), s.CVersion)
+	b = msgp.AppendUint(msgp.AppendKey(b, "CreateRev"), s.CreateRev)
+	b = msgp.AppendInt(msgp.AppendKey(b, "Ctime"), s.Ctime)
+	b = msgp.AppendInt(msgp.AppendKey(b, "DataLength"), int64(s.DataLength))
+	b = msgp.AppendUint(msgp.AppendKey(b, "EphemeralOwner"), s.EphemeralOwner)
+	b = msgp.AppendUint(msgp.AppendKey(b, "ModRev"), s.ModRev)
+	b = msgp.AppendInt(msgp.AppendKey(b, "Mtime"), s.Mtime)
+	b = msgp.AppendInt(msgp.AppendKey(b, "NumChildren"), s.NumChildren)
+	return msgp.AppendInt(msgp.AppendKey(b, "Version"), s.Version)
 }
 
 // setMapLen writes the header of the n-entry map whose fields follow the
@@ -218,7 +218,7 @@ func setMapLen(b []byte, start, n int) []byte {
 // decodeRequestFast decodes body into q, a zeroed Request, or declines
 // (false; q is then in any state).
 func decodeRequestFast(body []byte, q *Request) bool {
-	r := mp.NewReader(body)
+	r := msgp.NewReader(body)
 	n := r.MapLen()
 	var seen uint32
 	for i := 0; i < n && r.OK(); i++ {
@@ -347,7 +347,7 @@ func requestField(k []byte) int {
 // decodeResponseFast decodes body into p, a zeroed Response, or declines
 // (false; p is then in any state).
 func decodeResponseFast(body []byte, p *Response) bool {
-	r := mp.NewReader(body)
+	r := msgp.NewReader(body)
 	n := r.MapLen()
 	var seen uint32
 	for i := 0; i < n && r.OK(); i++ {
@@ -451,7 +451,7 @@ func responseField(k []byte) int {
 }
 
 // decodeStat reads a Stat map (any subset of its fields, once each).
-func decodeStat(r *mp.Reader, s *namespace.Stat) {
+func decodeStat(r *msgp.Reader, s *namespace.Stat) {
 	n := r.MapLen()
 	var seen uint16
 	for i := 0; i < n && r.OK(); i++ {

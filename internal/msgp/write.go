@@ -1,4 +1,4 @@
-package mp
+package msgp
 
 import (
 	"encoding/binary"
@@ -98,4 +98,74 @@ func appendContainerLen(b []byte, fix, b16 byte, n int) []byte {
 		return binary.BigEndian.AppendUint16(append(b, b16), uint16(n))
 	}
 	return binary.BigEndian.AppendUint32(append(b, b16+1), uint32(n))
+}
+
+// Sizes: what each Append writes, for codecs that size a buffer first.
+
+// KeySize is len(AppendKey(nil, k)).
+func KeySize(k string) int { return 1 + len(k) }
+
+// UintSize is len(AppendUint(nil, v)).
+func UintSize(v uint64) int {
+	switch {
+	case v <= math.MaxInt8:
+		return 1
+	case v <= math.MaxUint8:
+		return 2
+	case v <= math.MaxUint16:
+		return 3
+	case v <= math.MaxUint32:
+		return 5
+	}
+	return 9
+}
+
+// IntSize is len(AppendInt(nil, v)).
+func IntSize(v int64) int {
+	switch {
+	case v >= -32 && v <= math.MaxInt8:
+		return 1
+	case v >= math.MinInt8 && v < -32:
+		return 2
+	case v >= math.MinInt16 && v <= math.MaxInt16:
+		return 3
+	case v >= math.MinInt32 && v <= math.MaxInt32:
+		return 5
+	}
+	return 9
+}
+
+// StrSize is the size of a str of n bytes.
+func StrSize(n int) int {
+	switch {
+	case n < 32:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+// BinSize is the size of a bin of n bytes.
+func BinSize(n int) int {
+	switch {
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+// ContainerLenSize is the size of a map or array header of n entries.
+func ContainerLenSize(n int) int {
+	switch {
+	case n < 16:
+		return 1
+	case n <= math.MaxUint16:
+		return 3
+	}
+	return 5
 }

@@ -1,4 +1,4 @@
-package mp
+package msgp
 
 import (
 	"encoding/binary"

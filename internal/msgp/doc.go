@@ -1,4 +1,4 @@
-// Package mp writes and reads msgpack in exactly the forms go-msgpack's
+// Package msgp writes and reads msgpack in exactly the forms go-msgpack's
 // reflection codec (MsgpackHandle{WriteExt: true}) uses, for hand-written
 // codecs of hot messages that must stay byte-identical to it: reflection
 // costs an encode or decode per message on every request, and the wire and
@@ -11,4 +11,4 @@
 // a length larger than what is left). A codec built on it declines a
 // message the Reader fails on and hands it to the reflection decoder, so
 // every message decodes, and fails, exactly as before.
-package mp
+package msgp
