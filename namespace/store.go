@@ -12,7 +12,6 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // Config configures a Store.
@@ -90,9 +89,6 @@ type Store struct {
 	// cache holds records as badger has them, for the apply path
 	// (readcache.go); guarded by mu.
 	cache *readCache
-	// historyEnc encodes lock history records (lockhistory.go), reused
-	// across commands; guarded by mu.
-	historyEnc *codec.Encoder
 
 	// afterCheckpoint, when set by a test, runs after each checkpoint
 	// commit; an error simulates a crash right there.
