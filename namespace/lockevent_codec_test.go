@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -47,5 +48,19 @@ func TestLockEventCodec(t *testing.T) {
 		if n := lockEventSize(ev); n != len(want) {
 			t.Fatalf("%+v: lockEventSize %d, encoding %d bytes", ev, n, len(want))
 		}
+	}
+}
+
+// TestLockEventCodecEveryField: a field added to LockEvent must be added
+// to appendLockEvent before this passes.
+func TestLockEventCodecEveryField(t *testing.T) {
+	ev := &LockEvent{}
+	fillValue(reflect.ValueOf(ev).Elem(), 0)
+	var want []byte
+	if err := codec.NewEncoderBytes(&want, entryHandle).Encode(ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := appendLockEvent(nil, ev); !bytes.Equal(got, want) {
+		t.Fatalf("with every field set:\n got %x\nwant %x", got, want)
 	}
 }
