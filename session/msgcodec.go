@@ -8,10 +8,11 @@ import (
 )
 
 // Request and Response by hand. The wire format is what go-msgpack's
-// reflection codec (handle) makes of them; reflection cost the leader and
-// every client an encode and a decode per message (a tenth of a client's
-// CPU in a run of sets). This file writes and reads the same bytes for
-// the messages of the hot paths (reads, writes, locks, sessions):
+// reflection codec (handle) makes of them; reflection cost an encode and a
+// decode per message on both ends (in a run of 64 proposers 17% of the
+// client's CPU and 5% of the leader's). This file writes and reads the
+// same bytes for the messages of the hot paths (reads, writes, locks,
+// sessions):
 //
 //   - appendRequestFast and appendResponseFast write exactly what handle's
 //     encoder writes (FuzzMsgCodec compares them): a struct is a map of its

@@ -53,10 +53,6 @@ func (r *Reader) byte() byte {
 // count beyond that fails before any loop.
 func (r *Reader) MapLen() int { return r.containerLen(0x80, 0xde, 2) }
 
-// ArrayLen reads an array header whose elements take at least min bytes
-// each: a count beyond what is left fails before any allocation.
-func (r *Reader) ArrayLen(min int) int { return r.containerLen(0x90, 0xdc, max(min, 1)) }
-
 func (r *Reader) containerLen(fix, b16 byte, unit int) int {
 	c := r.byte()
 	var n int
