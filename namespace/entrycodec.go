@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/latch-io/latch/internal/msgp"
+	"github.com/latch-io/latch/session/msgp"
 )
 
 // The raft log format is what go-msgpack's reflection codec, configured as

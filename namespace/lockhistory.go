@@ -7,7 +7,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 
-	"github.com/latch-io/latch/internal/msgp"
+	"github.com/latch-io/latch/session/msgp"
 )
 
 // Lock history: every grant and every end of a held lock (release, cancel,

@@ -3,8 +3,8 @@ package session
 import (
 	"math"
 
-	"github.com/latch-io/latch/internal/msgp"
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session/msgp"
 )
 
 // Request and Response by hand. The wire format is what go-msgpack's

@@ -11,4 +11,9 @@
 // a length larger than what is left). A codec built on it declines a
 // message the Reader fails on and hands it to the reflection decoder, so
 // every message decodes, and fails, exactly as before.
+//
+// It sits under session, which owns the wire codec; namespace's raft
+// entry codec and lock history use it too (it imports neither package,
+// so neither import cycles). It is latch's own: no compatibility promise
+// to other modules.
 package msgp
