@@ -23,17 +23,24 @@ import (
 //
 // How a lock is acquired and kept:
 //
-//   - Lock sends MsgLock and waits on its stream: Queued (the request
-//     node), then Granted (the fencing token). ctx bounds the wait; when
-//     it ends the stream is reset (the server withdraws the request if it
-//     still waits) and the client withdraws the request itself
-//     (MsgLockRelease by node, or by request id), which releases the lock
-//     if the grant raced ctx's end: the server ends the stream at the
-//     grant, so a grant written before the reset reached it is one only
-//     the client knows it never delivered. A grant is either returned by
-//     Lock or released, never left held by a caller that gave up. The
-//     deadline also travels as the request's timeout, so the server
-//     withdraws it even if nothing else reaches it.
+//   - Lock sends a new request as MsgLockCall, a unary call on the
+//     connection's mux stream, when the member serves it: a free lock
+//     (the common case) is granted in the answer, at the cost of a set.
+//     A request answered Queued is waited for like a re-attach (MsgLock
+//     with Node, below) on a stream of its own. Members that do not serve
+//     the call get MsgLock, which waits on its stream: Queued (the
+//     request node), then Granted (the fencing token). ctx bounds the
+//     call and the wait; when it ends the call is cancelled or the
+//     stream reset (the server withdraws the request if the answer did
+//     not go out, or if it still waits) and the client withdraws the
+//     request itself (MsgLockRelease by node, or by request id), which
+//     releases the lock if the grant raced ctx's end: the server ends
+//     the stream at the grant, so a grant written before the reset
+//     reached it is one only the client knows it never delivered. A
+//     grant is either returned by Lock or released, never left held by a
+//     caller that gave up. While it waits, the deadline also travels as
+//     the request's timeout, so the server withdraws it even if nothing
+//     else reaches it.
 //   - The server ends the stream at the grant: a held lock is not a
 //     request in flight. It tells of the lock's end (lost, deleted, or
 //     released by a request of another connection) on the connection's
@@ -371,7 +378,7 @@ type acquisition struct {
 
 	reqID    string // names the request across retries (the server's idempotency key)
 	node     string // the request node, once known
-	attempts int    // streams opened
+	attempts int    // calls sent and streams opened
 }
 
 // newRequestID returns a random lock request id.
@@ -422,8 +429,48 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 	}
 }
 
-// attempt opens one MsgLock stream on l and reads it until the grant.
+// attempt sends a new request as a call (when l's member serves
+// MsgLockCall) and, unless it was granted at once, waits for it on a
+// MsgLock stream on l until the grant.
 func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request) (*hold, error) {
+	if a.node == "" && l.features&session.FeatureLockCall != 0 {
+		hd, err := a.call(ctx, l, req)
+		if err != nil || hd != nil {
+			return hd, err
+		}
+		req.Node = a.node // queued: wait for it
+	}
+	return a.wait(ctx, l, req)
+}
+
+// call sends req as MsgLockCall, which rides the mux stream: a lock
+// granted at once costs no stream of its own. It returns the hold, or
+// nil and no error when the request was queued (a.node names it).
+func (a *acquisition) call(ctx context.Context, l *link, req *session.Request) (*hold, error) {
+	a.attempts++
+	lc := *req
+	lc.Type, lc.TimeoutMillis = session.MsgLockCall, 0
+	resp, err := session.RoundTrip(ctx, l.conn, &lc)
+	if err == nil {
+		err = resp.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.node = resp.Node
+	if resp.Lock != session.LockGranted {
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		// ctx ended as the grant came: nobody will hold it.
+		a.h.releaseLater(session.Request{Node: resp.Node})
+		return nil, ctx.Err()
+	}
+	return a.h.take(resp, l)
+}
+
+// wait opens one MsgLock stream on l and reads it until the grant.
+func (a *acquisition) wait(ctx context.Context, l *link, req *session.Request) (*hold, error) {
 	h, c := a.h, a.h.c
 	a.attempts++
 	// The stream outlives ctx: after the grant it watches the lock. Until
@@ -458,17 +505,24 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 				h.releaseLater(session.Request{Node: resp.Node})
 				return nil, ctx.Err()
 			}
-			if end := h.s.LeaseEnd(); h.now().After(end) {
-				h.releaseLater(session.Request{Node: resp.Node})
-				return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
-			}
-			hd := h.follow(resp, l)
-			if hd == nil {
-				return nil, ErrClosed
-			}
-			return hd, nil
+			return h.take(resp, l)
 		}
 	}
+}
+
+// take makes the hold of a grant delivered on l, unless it came after
+// the session's proven lease end: the session may have expired in
+// between, so it is released instead.
+func (h *lockHandle) take(resp *session.Response, l *link) (*hold, error) {
+	if end := h.s.LeaseEnd(); h.now().After(end) {
+		h.releaseLater(session.Request{Node: resp.Node})
+		return nil, fmt.Errorf("%w: %s granted after the session's lease ended at %v; released", ErrLockLost, h.path, end.Format(time.RFC3339Nano))
+	}
+	hd := h.follow(resp, l)
+	if hd == nil {
+		return nil, ErrClosed
+	}
+	return hd, nil
 }
 
 // failed decides what a failed attempt means: done with the error to

@@ -7,9 +7,9 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// Against members that do not offer the mux stream (built before it),
-// the client sends every request on a stream of its own: sessions,
-// writes, reads and locks all work.
+// Against members that do not offer the mux stream (built before it, and
+// before MsgLockCall), the client sends every request on a stream of its
+// own: sessions, writes, reads and locks (MsgLock) all work.
 func TestMembersWithoutMux(t *testing.T) {
 	tc := startCluster(t, 3, clusterOptions{noMux: true})
 	c := tc.dial(5 * time.Second)

@@ -75,9 +75,12 @@
 //     collectors); raft's go-metrics reach it through one process-wide sink
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
-//   - Locks (lock.go): a MsgLock stream is woken only by its own grant
-//     (waiters keyed by request node, fed by the apply observer); it stays
-//     open while the lock is held and reports its loss. A stream the
+//   - Locks (lock.go): a new request comes as MsgLockCall on the mux
+//     stream, answered granted or queued at once; a queued one is waited
+//     for on a MsgLock stream, woken only by its own grant (waiters keyed
+//     by request node, fed by the apply observer). The stream ends at the
+//     grant; a held lock's loss is told on the connection's lock notices
+//     stream. A stream the
 //     client resets on a live connection withdraws the request (or
 //     releases the lock); a lost connection leaves it for the client to
 //     re-attach with MsgLock{Node}. The ready leader proposes OpNoop ticks

@@ -4,6 +4,10 @@ package server
 // (OpLockRequest, OpLockCancel, OpLockRelease, OpLockRenew; grants happen
 // inside Apply); this file connects it to clients and to time:
 //
+//   - MsgLockCall proposes a request as a unary call (on the mux stream)
+//     and answers at once: granted, with the token, or queued, and the
+//     client then waits on a MsgLock{Node} stream. A free lock, the
+//     common case, costs no stream of its own.
 //   - MsgLock proposes a request and streams its progress. Waiters are
 //     keyed by their request node in a registry fed by the apply observer:
 //     a grant wakes exactly the stream of the request granted, never the
@@ -275,6 +279,7 @@ func (f *front) registerLocks() {
 	f.locks = l
 	f.handleStream(session.MsgLock, l.serveLock)
 	f.handleStream(session.MsgLockNotices, l.serveNotices)
+	f.handleUnary(session.MsgLockCall, l.call)
 	f.handleUnary(session.MsgLockRelease, l.release)
 	f.handleUnary(session.MsgLockRenew, l.renew)
 	f.handleUnary(session.MsgCheckSequencer, l.checkSequencer)
@@ -457,9 +462,9 @@ func checkLockMode(m session.LockMode) error {
 	return nil
 }
 
-// serveLock runs one MsgLock stream: request (or re-attach), wait, grant,
-// then watch the held lock until it goes away.
-func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+// checkRequest checks a MsgLock or MsgLockCall before anything is
+// proposed.
+func (l *lockService) checkRequest(req *session.Request) error {
 	switch {
 	case req.Session == 0:
 		return fmt.Errorf("%w: a lock request needs a session", session.ErrUnknownSession)
@@ -474,7 +479,89 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 	}
 	// Only the ready leader serves locks: a follower could not withdraw
 	// a request, and a re-attach must see every committed grant.
-	if err := l.f.keep.serving(); err != nil {
+	return l.f.keep.serving()
+}
+
+// request proposes req's lock request and returns its registered waiter
+// (the caller unregisters it) and the request's revision.
+func (l *lockService) request(c *clientConn, req *session.Request) (*lockWaiter, uint64, error) {
+	res, err := l.proposeLock(&namespace.Command{
+		Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
+		HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
+		Identity: c.identity, RequestID: req.RequestID,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	w := l.register(res.Path)
+	// A grant applied between the proposal and the registration reached
+	// no waiter: the index has it. A request gone already (its session
+	// ended, its node was deleted) fails instead of leaving its caller
+	// waiting for a grant that cannot come.
+	info, err := l.f.s.store.Lock(res.Path)
+	switch {
+	case err != nil:
+		l.unregister(w)
+		return nil, 0, fmt.Errorf("%w: %s went away before it was granted: %v", session.ErrNotHeld, res.Path, err)
+	case info.Granted:
+		w.setGranted(info.Token)
+	}
+	return w, res.Stat.CreateRev, nil // the request's revision: a retry's is the first request's
+}
+
+// followGranted follows w's granted request for c, from before the
+// answer and while the waiter still sees a loss: nothing can go away
+// unseen in between.
+func (l *lockService) followGranted(c *clientConn, w *lockWaiter) error {
+	l.follow(c, w.node)
+	if _, _, gone := w.state(); gone != "" {
+		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	}
+	return nil
+}
+
+// call handles MsgLockCall: the request is proposed as by MsgLock and
+// answered at once, granted or queued; a queued request is waited for
+// on a MsgLock{Node} stream.
+func (l *lockService) call(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	if req.Node != "" {
+		return nil, fmt.Errorf("%w: a lock call cannot re-attach to %s (MsgLock does)", namespace.ErrBadCommand, req.Node)
+	}
+	if err := l.checkRequest(req); err != nil {
+		return nil, err
+	}
+	w, rev, err := l.request(c, req)
+	if err != nil {
+		return nil, err
+	}
+	defer l.unregister(w)
+	if ctx.Err() != nil {
+		// The client cancelled the call (or left): nobody learns the
+		// node. (It withdraws the request by its id too.)
+		l.withdraw(w.node, req.Session)
+		return nil, ctx.Err()
+	}
+	granted, token, gone := w.state()
+	switch {
+	case gone != "":
+		return nil, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	case !granted && req.Try:
+		// As in serveLock: a try-lock granted and already lost again.
+		l.withdraw(w.node, req.Session)
+		return nil, fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
+	case !granted:
+		return &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}, nil
+	}
+	if err := l.followGranted(c, w); err != nil {
+		return nil, err
+	}
+	return &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}, nil
+}
+
+// serveLock runs one MsgLock stream: request (or re-attach), wait, grant,
+// then watch the held lock until it goes away.
+func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+	if err := l.checkRequest(req); err != nil {
 		return err
 	}
 	var (
@@ -497,28 +584,11 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 		}
 		rev = info.Rev
 	} else {
-		res, err := l.proposeLock(&namespace.Command{
-			Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
-			HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
-			Identity: c.identity, RequestID: req.RequestID,
-		})
-		if err != nil {
+		var err error
+		if w, rev, err = l.request(c, req); err != nil {
 			return err
 		}
-		rev = res.Stat.CreateRev // the request's revision: a retry's is the first request's
-		w = l.register(res.Path)
 		defer l.unregister(w)
-		// A grant applied between the proposal and the registration
-		// reached no waiter: the index has it. A request gone already
-		// (its session ended, its node was deleted) ends the stream
-		// instead of leaving it waiting for a grant that cannot come.
-		info, err := l.f.s.store.Lock(res.Path)
-		switch {
-		case err != nil:
-			return fmt.Errorf("%w: %s went away before it was granted: %v", session.ErrNotHeld, res.Path, err)
-		case info.Granted:
-			w.setGranted(info.Token)
-		}
 		if str.Context().Err() != nil {
 			l.withdraw(w.node, req.Session) // nobody learned the node
 			return nil
@@ -544,11 +614,8 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 			return err
 		}
 	}
-	// Followed from before the answer, while the waiter still sees a
-	// loss: nothing can go away unseen in between.
-	l.follow(c, w.node)
-	if _, _, gone := w.state(); gone != "" {
-		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	if err := l.followGranted(c, w); err != nil {
+		return err
 	}
 	if err := session.WriteResponse(str, &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}); err != nil {
 		l.ended(c, str, w.node, req.Session)

@@ -424,3 +424,92 @@ func TestLockProtocol(t *testing.T) {
 		return nil
 	})
 }
+
+// MsgLockCall: a free lock is granted in the answer and followed like a
+// grant on a stream; a request that must wait is answered Queued and
+// waited for with MsgLock{Node}; a try-lock leaves nothing; a call
+// cancelled before its answer withdraws its request.
+func TestLockCall(t *testing.T) {
+	s := startDev(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, b := dialLock(t, ctx, s, nil), dialLock(t, ctx, s, nil)
+	call := func(lc *lockConn, req session.Request) (*session.Response, error) {
+		req.Type = session.MsgLockCall
+		return lc.try(ctx, &req)
+	}
+	queue := func(path string) []session.LockInfo {
+		return b.rt(ctx, &session.Request{Type: session.MsgLockQueue, Path: path}).Locks
+	}
+
+	// Refused before anything is proposed.
+	applied := s.Store().AppliedIndex()
+	for _, tc := range []struct {
+		req  session.Request
+		want error
+	}{
+		{session.Request{Path: "/l", Node: "/l/lock-x-0000000001"}, namespace.ErrBadCommand},
+		{session.Request{Path: "/l", Mode: 7}, namespace.ErrBadCommand},
+		{session.Request{Path: "/l", Data: make([]byte, s.cfg.Limits.MaxDataBytes+1)}, namespace.ErrDataTooLarge},
+	} {
+		if _, err := call(a, tc.req); !errors.Is(err, tc.want) {
+			t.Fatalf("%+v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+	if resp, err := session.RoundTrip(ctx, a.conn, &session.Request{Type: session.MsgLockCall, Path: "/l"}); err != nil || !errors.Is(resp.Err(), session.ErrUnknownSession) {
+		t.Fatalf("call without a session: %v %v", err, resp.Err())
+	}
+	if got := s.Store().AppliedIndex(); got != applied {
+		t.Fatalf("refused calls were proposed: applied %d -> %d", applied, got)
+	}
+
+	// a's call on a free lock is its grant; the member follows the lock
+	// for a's connection, with nothing waiting.
+	g, err := call(a, session.Request{Path: "/l", RequestID: "a-1"})
+	if err != nil || g.Lock != session.LockGranted || g.Token == 0 || g.Rev != g.Token {
+		t.Fatalf("call on a free lock: %+v %v", g, err)
+	}
+	if again, err := call(a, session.Request{Path: "/l", RequestID: "a-1"}); err != nil || again.Lock != session.LockGranted || again.Node != g.Node || again.Token != g.Token {
+		t.Fatalf("the same call again: %+v %v, want the same grant", again, err)
+	}
+	if n, w := s.front.locks.heldCount(), s.front.locks.waiterCount(); n != 1 || w != 0 {
+		t.Fatalf("%d held locks followed, %d waiters", n, w)
+	}
+
+	// b: a try-lock call leaves nothing queued; a plain one queues.
+	if _, err := call(b, session.Request{Path: "/l", Try: true}); !errors.Is(err, session.ErrLocked) {
+		t.Fatalf("try call on a held lock: %v", err)
+	}
+	if got := queue("/l"); len(got) != 1 {
+		t.Fatalf("queue after a try call: %+v", got)
+	}
+	q, err := call(b, session.Request{Path: "/l"})
+	if err != nil || q.Lock != session.LockQueued || q.Node == "" || q.Rev <= g.Token {
+		t.Fatalf("call on a held lock: %+v %v", q, err)
+	}
+	wait, wq, err := b.lock(ctx, session.Request{Path: "/l", Node: q.Node})
+	if err != nil || wq.Lock != session.LockQueued || wq.Rev != q.Rev {
+		t.Fatalf("waiting for the queued call: %+v %v", wq, err)
+	}
+	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node})
+	bg, err := wait.Next()
+	if err != nil || bg.Lock != session.LockGranted || bg.Node != q.Node || bg.Token <= g.Token {
+		t.Fatalf("b's grant: %+v %v", bg, err)
+	}
+	wait.Close()
+
+	// A call whose client left before the answer withdraws its request:
+	// nobody learned its node.
+	c := &clientConn{f: s.front}
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	if _, err := s.front.locks.call(cctx, c, &session.Request{Type: session.MsgLockCall, Path: "/m", Session: a.id}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if got := queue("/m"); len(got) != 0 {
+		t.Fatalf("a cancelled call left %+v", got)
+	}
+	if n := s.front.locks.heldCount(); n != 1 { // b's
+		t.Fatalf("%d held locks followed", n)
+	}
+}

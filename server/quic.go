@@ -163,8 +163,9 @@ func (c *Config) validateFront() error {
 //     once; more are refused at once with ErrBusy. A request frame must
 //     arrive within 10s of its stream opening. A handler panic is logged
 //     and answered with ErrInternal.
-//   - Mux stream (Hello offers FeatureMux unless Transport.DisableMux):
-//     one per connection, a newer one replaces it; it holds no request
+//   - Mux stream (Hello offers FeatureMux and FeatureLockCall unless
+//     Transport.DisableMux): one per connection, a newer one replaces
+//     it; a new lock request rides it as MsgLockCall; it holds no request
 //     slot, its calls do (the same caps, ErrBusy with the call's id). Each
 //     call runs in its own goroutine through answer, like a unary request
 //     on its own stream; streaming types are refused (ErrMalformed). An
@@ -561,7 +562,9 @@ func (c *clientConn) helloResponse() *session.Response {
 func (f *front) features() session.Feature {
 	ft := session.FeatureKeepAliveBatch
 	if !f.s.cfg.Transport.DisableMux {
-		ft |= session.FeatureMux
+		// The lock call is worth it only on the mux stream; a member
+		// without the mux stands for one built before both.
+		ft |= session.FeatureMux | session.FeatureLockCall
 	}
 	return ft
 }

@@ -102,7 +102,10 @@
 // grant was never delivered. A client re-attaches to its
 // request after a reconnection with MsgLock{Node}, and names each new
 // request with a RequestID so that a retry after a lost answer gets the
-// same request. A frame with a non-zero Code always ends a stream.
+// same request. A frame with a non-zero Code always ends a stream. With
+// FeatureLockCall a new request goes as MsgLockCall, a unary request (on
+// the mux stream): a lock granted at once is its answer; a request that
+// must wait answers LockQueued, and the client waits on MsgLock{Node}.
 //
 // # Errors
 //

@@ -129,6 +129,18 @@ const (
 	// granted. The first frame (no Lock) acknowledges the stream. After a reconnection the client re-attaches
 	// to its held locks (MsgLock with Node) on the new connection.
 	MsgLockNotices MsgType = 40
+	// MsgLockCall is MsgLock as a unary request (only to a server whose
+	// Hello answer has FeatureLockCall), so that it can ride the mux
+	// stream: most locks are free, and a grant then costs no stream of
+	// its own. Request: MsgLock's, without Node (re-attaching is MsgLock)
+	// and TimeoutMillis (nothing waits). Response: Lock=LockGranted with
+	// Token, Node and Rev when the request was granted at once; else
+	// Lock=LockQueued with Node and Rev: the request waits in the queue,
+	// and the client follows it with MsgLock{Node} on a stream of its own
+	// (withdrawing it, MsgLockRelease, if it gives up first). The server
+	// follows a granted lock for the connection as after MsgLock, and
+	// withdraws a request whose call was cancelled before the answer.
+	MsgLockCall MsgType = 41
 
 	// MsgLockHistory lists the recorded grants and ends of the locks on
 	// Path (and below it with Recursive), newest first, at most Limit (0:
@@ -195,6 +207,7 @@ var msgTypeNames = [...]string{
 	MsgCheckSequencer: "CheckSequencer",
 	MsgLockQueue:      "LockQueue",
 	MsgLockNotices:    "LockNotices",
+	MsgLockCall:       "LockCall",
 	MsgLockHistory:    "LockHistory",
 	MsgACL:            "ACL",
 	MsgACLSet:         "ACLSet",
@@ -350,6 +363,8 @@ const (
 	// FeatureMux: the server serves the mux stream (MsgMux), so unary
 	// requests need not open a stream each.
 	FeatureMux
+	// FeatureLockCall: the server serves MsgLockCall.
+	FeatureLockCall
 )
 
 // KeepAliveResult is one session's outcome in a batched KeepAlive.

@@ -42,7 +42,8 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// DisableMux: a client sends every request on a stream of its own
 	// even to a server that serves the mux stream (FeatureMux); a server
-	// does not offer it, like a member built before it.
+	// does not offer it (nor FeatureLockCall), like a member built before
+	// it.
 	DisableMux bool
 }
 
