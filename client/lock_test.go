@@ -114,6 +114,47 @@ func TestLocks(t *testing.T) {
 		}
 	})
 
+	// A Mutex whose Lock had to wait sends its next request on a stream
+	// at once (the lock is likely contended again); one granted at once
+	// goes back to the call. Both ways grant in order.
+	t.Run("WaitedLockNextOnStream", func(t *testing.T) {
+		ctx := testCtx(t)
+		holder := NewMutex(c1.Session(), "/contended")
+		waiter := NewMutex(c2.Session(), "/contended")
+		waited := func(m *Mutex) bool {
+			m.h.mu.Lock()
+			defer m.h.mu.Unlock()
+			return m.h.waited
+		}
+		for round := range 2 {
+			if err := holder.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := lockAsync(ctx, waiter.Lock)
+			waitQueue(t, c2, "/contended", "waiter queued", queueShape(true, false))
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			done(t, got, "waiter's Lock")
+			if !waited(waiter) || waited(holder) {
+				t.Fatalf("round %d: waited flags waiter %v holder %v, want true false", round, waited(waiter), waited(holder))
+			}
+			if err := waiter.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Free now: the stream grants at once, and the next Lock is a call.
+		if err := waiter.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if waited(waiter) {
+			t.Fatal("a Lock granted at once left the waited flag set")
+		}
+		if err := waiter.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("TryLockAndTimeoutLeaveNothing", func(t *testing.T) {
 		ctx := testCtx(t)
 		m1 := NewMutex(c1.Session(), "/t")

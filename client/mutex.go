@@ -28,17 +28,18 @@ import (
 //     (the common case) is granted in the answer, at the cost of a set.
 //     A request answered Queued is waited for like a re-attach (MsgLock
 //     with Node, below) on a stream of its own. Members that do not serve
-//     the call get MsgLock, which waits on its stream: Queued (the
-//     request node), then Granted (the fencing token). ctx bounds the
-//     call and the wait; when it ends the call is cancelled or the
-//     stream reset (the server withdraws the request if the answer did
-//     not go out, or if it still waits) and the client withdraws the
-//     request itself (MsgLockRelease by node, or by request id), which
-//     releases the lock if the grant raced ctx's end: the server ends
-//     the stream at the grant, so a grant written before the reset
-//     reached it is one only the client knows it never delivered. A
-//     grant is either returned by Lock or released, never left held by a
-//     caller that gave up. While it waits, the deadline also travels as
+//     the call, and a Lock whose previous Lock had to wait (a contended
+//     lock saves the call's round trip), send MsgLock, which waits on
+//     its stream: Queued (the request node), then Granted (the fencing
+//     token). ctx bounds the call and the wait; when it ends the call is
+//     cancelled or the stream reset (the server withdraws the request if
+//     the answer did not go out, or if it still waits) and the client
+//     withdraws the request itself (MsgLockRelease by node, or by request
+//     id), which releases the lock if the grant raced ctx's end: the
+//     server ends the stream at the grant, so a grant written before the
+//     reset reached it is one only the client knows it never delivered.
+//     A grant is either returned by Lock or released, never left held by
+//     a caller that gave up. While it waits, the deadline also travels as
 //     the request's timeout, so the server withdraws it even if nothing
 //     else reaches it.
 //   - The server ends the stream at the grant: a held lock is not a
@@ -237,6 +238,11 @@ type lockHandle struct {
 	busy bool  // an acquire or release runs
 	cur  *hold // the lock held now; nil when none
 	last *hold // the latest hold, for Lost and Err after a loss
+	// waited: the last Lock had to wait in the queue. The next one then
+	// opens its stream at once: a lock that was contended likely is
+	// again, and a call answered Queued would cost a round trip more
+	// than the stream alone.
+	waited bool
 }
 
 func newLockHandle(s *Session, path string, mode LockMode, o lockOptions) *lockHandle {
@@ -360,14 +366,19 @@ func (h *lockHandle) acquire(ctx context.Context, try bool) error {
 		return err
 	}
 	defer h.end()
-	a := &acquisition{h: h, try: try, reqID: newRequestID()}
+	h.mu.Lock()
+	waited := h.waited
+	h.mu.Unlock()
+	// A try-lock never waits: the call answers it in one frame either way.
+	a := &acquisition{h: h, try: try, reqID: newRequestID(), stream: waited && !try}
 	hd, err := a.run(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waited = a.queued
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
 	h.cur, h.last = hd, hd
-	h.mu.Unlock()
 	return nil
 }
 
@@ -379,6 +390,8 @@ type acquisition struct {
 	reqID    string // names the request across retries (the server's idempotency key)
 	node     string // the request node, once known
 	attempts int    // calls sent and streams opened
+	stream   bool   // send the request on a stream, not as a call (see lockHandle.waited)
+	queued   bool   // the request waited in the queue
 }
 
 // newRequestID returns a random lock request id.
@@ -433,7 +446,7 @@ func (a *acquisition) run(ctx context.Context) (*hold, error) {
 // MsgLockCall) and, unless it was granted at once, waits for it on a
 // MsgLock stream on l until the grant.
 func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request) (*hold, error) {
-	if a.node == "" && l.features&session.FeatureLockCall != 0 {
+	if a.node == "" && !a.stream && l.features&session.FeatureLockCall != 0 {
 		hd, err := a.call(ctx, l, req)
 		if err != nil || hd != nil {
 			return hd, err
@@ -459,6 +472,7 @@ func (a *acquisition) call(ctx context.Context, l *link, req *session.Request) (
 	}
 	a.node = resp.Node
 	if resp.Lock != session.LockGranted {
+		a.queued = true
 		return nil, nil
 	}
 	if ctx.Err() != nil {
@@ -491,7 +505,7 @@ func (a *acquisition) wait(ctx context.Context, l *link, req *session.Request) (
 		}
 		switch resp.Lock {
 		case session.LockQueued:
-			a.node = resp.Node
+			a.node, a.queued = resp.Node, true
 		case session.LockGranted:
 			a.node = resp.Node
 			// The server ended the stream at the grant: reading its end
