@@ -43,7 +43,10 @@ func init() {
                   equal to --sessions: one connection each); holds them for
                   --window after a TTL/3 settle and reads the leader's
                   /metrics: CPU % of one core over the window and resident
-                  memory per session; then closes them
+                  memory per session; then closes them. The clients
+                  share one config's TLS session tickets, so connections
+                  resume; --full-handshakes gives each client its own, as
+                  separate processes would have
   all             one after the other: lock, set, watch (-n each); contended
                   with 64 clients on a connection each, a random lock per
                   cycle (--duration); set by 64 proposers on 8 connections
