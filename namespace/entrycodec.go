@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"encoding/binary"
 	"math"
 
 	"github.com/latch-io/latch/session/msgp"
@@ -19,16 +18,17 @@ import (
 //     fields in the order of their sorted tags, integers in the smallest
 //     form msgpack-c picks (signed types as int8..int64 beyond fixint,
 //     unsigned as uint8..uint64), strings as str (str8 allowed: WriteExt),
-//     []byte as bin; internal/msgp writes these forms.
-//   - decodeEntryFast reads the forms the encoder writes and the others
-//     go-msgpack reads the same way (any map/array header width, str or
-//     bin for a string or []byte, any integer width), and declines anything
+//     []byte as bin; session/msgp writes these forms.
+//   - decodeEntryFast reads the forms the encoder writes (any map/array
+//     header width, str for a string, bin for a []byte, any integer width
+//     that fits the field), through msgp.Reader, and declines anything
 //     else: nil, a struct as an array, a repeated field, a multi inside a
-//     multi, ACL rules, limits, an unknown field, an integer that does not
-//     fit, bytes left over. DecodeEntry then runs the reflection decoder,
-//     so every entry decodes, and fails, exactly as before. (entryReader
-//     takes more forms than msgp.Reader, which takes only what the encoder
-//     writes; both are exact, the wider one just declines less.)
+//     multi, ACL rules, limits, an unknown field, a str where bin is
+//     written or the reverse, a signed form for an unsigned field, an
+//     integer that does not fit, a bool as an integer, bytes left over.
+//     DecodeEntry then runs the reflection decoder, so every entry
+//     decodes, and fails, exactly as before; no latch version wrote the
+//     declined forms.
 
 // mpEntry appends e's log encoding to b.
 func mpEntry(b []byte, e *Entry) []byte {
@@ -349,52 +349,48 @@ func mpLimitsFields(l *Limits) [11]mpLimitsField {
 // the reflection decoder: it succeeds only where that decoder gives the
 // same entry.
 func decodeEntryFast(b []byte) (*Entry, bool) {
-	r := entryReader{b: b}
+	r := entryReader{msgp.NewReader(b)}
 	e := new(Entry)
-	n := r.mapLen()
+	n := r.MapLen()
 	var seen uint8
-	for i := 0; i < n && r.ok(); i++ {
-		switch string(r.key()) {
+	for i := 0; i < n && r.OK(); i++ {
+		switch string(r.Key()) {
 		case "c":
 			r.once(&seen, 1)
 			r.command(&e.Cmd, false)
 		case "t":
 			r.once(&seen, 2)
-			e.Time = r.int()
+			e.Time = r.Int(64)
 		default:
-			r.bad = true
+			r.Fail()
 		}
 	}
-	if !r.ok() || r.off != len(b) {
+	if !r.Done() {
 		return nil, false
 	}
 	return e, true
 }
 
-// entryReader reads msgpack from b. A read that meets anything the fast
-// path does not take sets bad and returns a zero value; every later read
-// is then a no-op, and the caller checks bad once.
+// entryReader reads an entry's structure with msgp.Reader's primitives:
+// a read that meets anything they do not take fails the reader, every
+// later read is then a no-op, and the caller checks once.
 type entryReader struct {
-	b   []byte
-	off int
-	bad bool
+	msgp.Reader
 }
-
-func (r *entryReader) ok() bool { return !r.bad }
 
 // once marks a field seen and refuses a second one: go-msgpack would
 // decode a repeated field over the first (merging into a slice's
 // elements), which the fast path does not copy.
 func (r *entryReader) once(seen *uint8, bit uint8) {
 	if *seen&bit != 0 {
-		r.bad = true
+		r.Fail()
 	}
 	*seen |= bit
 }
 
 func (r *entryReader) onceCmd(seen *uint32, bit uint) {
 	if *seen&(1<<bit) != 0 {
-		r.bad = true
+		r.Fail()
 	}
 	*seen |= 1 << bit
 }
@@ -402,47 +398,47 @@ func (r *entryReader) onceCmd(seen *uint32, bit uint) {
 // command decodes a map into c. Inside a multi (nested) an "ops" field is
 // declined: the fast path keeps its nesting well inside MaxDepth.
 func (r *entryReader) command(c *Command, nested bool) {
-	n := r.mapLen()
+	n := r.MapLen()
 	var seen uint32
-	for i := 0; i < n && r.ok(); i++ {
-		switch string(r.key()) {
+	for i := 0; i < n && r.OK(); i++ {
+		switch string(r.Key()) {
 		case "o":
 			r.onceCmd(&seen, 0)
-			c.Op = Op(r.uint8())
+			c.Op = Op(r.Uint(math.MaxUint8))
 		case "p":
 			r.onceCmd(&seen, 1)
-			c.Path = r.str()
+			c.Path = r.Str()
 		case "d":
 			r.onceCmd(&seen, 2)
-			c.Data = r.bytes()
+			c.Data = r.Bin()
 		case "f":
 			r.onceCmd(&seen, 3)
-			c.Flags = CreateFlags(r.uint8())
+			c.Flags = CreateFlags(r.Uint(math.MaxUint8))
 		case "v":
 			r.onceCmd(&seen, 4)
-			c.Version = r.int()
+			c.Version = r.Int(64)
 		case "s":
 			r.onceCmd(&seen, 5)
-			c.Session = r.uint()
+			c.Session = r.Uint(math.MaxUint64)
 		case "ss":
 			r.onceCmd(&seen, 6)
 			c.Sessions = r.uints()
 		case "sec":
 			r.onceCmd(&seen, 7)
-			c.Secret = r.bytes()
+			c.Secret = r.Bin()
 		case "ttl":
 			r.onceCmd(&seen, 8)
-			c.TTLMillis = r.int()
+			c.TTLMillis = r.Int(64)
 		case "id":
 			r.onceCmd(&seen, 9)
-			c.Identity = r.str()
+			c.Identity = r.Str()
 		case "acl_h":
 			r.onceCmd(&seen, 10)
-			c.Host = r.str()
+			c.Host = r.Str()
 		case "ops":
 			r.onceCmd(&seen, 11)
 			if nested {
-				r.bad = true
+				r.Fail()
 				break
 			}
 			c.Ops = r.commands()
@@ -451,40 +447,40 @@ func (r *entryReader) command(c *Command, nested bool) {
 			c.Member = r.member()
 		case "lm":
 			r.onceCmd(&seen, 13)
-			c.Mode = LockMode(r.uint8())
+			c.Mode = LockMode(r.Uint(math.MaxUint8))
 		case "lh":
 			r.onceCmd(&seen, 14)
-			c.HoldTTLMillis = r.int()
+			c.HoldTTLMillis = r.Int(64)
 		case "ld":
 			r.onceCmd(&seen, 15)
-			c.LockDelayMillis = r.int()
+			c.LockDelayMillis = r.Int(64)
 		case "lk_try":
 			r.onceCmd(&seen, 16)
-			c.Try = r.bool()
+			c.Try = r.Bool()
 		case "lk_rid":
 			r.onceCmd(&seen, 17)
-			c.RequestID = r.str()
+			c.RequestID = r.Str()
 		case "acl_d":
 			r.onceCmd(&seen, 18)
-			c.ACLDefault = Perm(r.uint8())
+			c.ACLDefault = Perm(r.Uint(math.MaxUint8))
 		case "ops_wd":
 			r.onceCmd(&seen, 19)
-			c.Withdrawn = r.bool()
+			c.Withdrawn = r.Bool()
 		default: // "acl", "st_lim" (rare: the reflection decoder's), or unknown
-			r.bad = true
+			r.Fail()
 		}
 	}
 }
 
 func (r *entryReader) commands() []Command {
-	n := r.arrayLen()
-	if r.bad {
+	n := r.ArrayLen()
+	if !r.OK() {
 		return nil
 	}
 	cs := make([]Command, n)
 	for i := range cs {
 		r.command(&cs[i], true)
-		if r.bad {
+		if !r.OK() {
 			return nil
 		}
 	}
@@ -492,241 +488,41 @@ func (r *entryReader) commands() []Command {
 }
 
 func (r *entryReader) member() *Member {
-	n := r.mapLen()
+	n := r.MapLen()
 	m := new(Member)
 	var seen uint8
-	for i := 0; i < n && r.ok(); i++ {
-		switch string(r.key()) {
+	for i := 0; i < n && r.OK(); i++ {
+		switch string(r.Key()) {
 		case "id":
 			r.once(&seen, 1)
-			m.ID = r.str()
+			m.ID = r.Str()
 		case "r":
 			r.once(&seen, 2)
-			m.RaftAddr = r.str()
+			m.RaftAddr = r.Str()
 		case "c":
 			r.once(&seen, 4)
-			m.ClientAddr = r.str()
+			m.ClientAddr = r.Str()
 		case "h":
 			r.once(&seen, 8)
-			m.HTTPAddr = r.str()
+			m.HTTPAddr = r.Str()
 		case "api_addr":
 			r.once(&seen, 16)
-			m.APIAddr = r.str()
+			m.APIAddr = r.Str()
 		default:
-			r.bad = true
+			r.Fail()
 		}
 	}
 	return m
 }
 
 func (r *entryReader) uints() []uint64 {
-	n := r.arrayLen()
-	if r.bad {
+	n := r.ArrayLen()
+	if !r.OK() {
 		return nil
 	}
 	s := make([]uint64, n)
 	for i := range s {
-		s[i] = r.uint()
+		s[i] = r.Uint(math.MaxUint64)
 	}
 	return s
-}
-
-// next reads n bytes, or fails (a length header larger than what is left
-// allocates nothing).
-func (r *entryReader) next(n int) []byte {
-	if r.bad || n > len(r.b)-r.off {
-		r.bad = true
-		return nil
-	}
-	p := r.b[r.off : r.off+n]
-	r.off += n
-	return p
-}
-
-func (r *entryReader) byte() byte {
-	if r.bad || r.off >= len(r.b) {
-		r.bad = true
-		return 0
-	}
-	c := r.b[r.off]
-	r.off++
-	return c
-}
-
-// mapLen reads a map header. Every entry takes at least two bytes: a
-// length beyond that is declined before any loop or allocation.
-func (r *entryReader) mapLen() int {
-	return r.containerLen(0x80, 0xde, 2)
-}
-
-// arrayLen reads an array header; every element takes at least a byte.
-func (r *entryReader) arrayLen() int {
-	return r.containerLen(0x90, 0xdc, 1)
-}
-
-func (r *entryReader) containerLen(fix, b16 byte, unit int) int {
-	c := r.byte()
-	var n int
-	switch {
-	case r.bad:
-		return 0
-	case c&0xf0 == fix:
-		n = int(c & 0x0f)
-	case c == b16:
-		n = r.be16OrZero()
-	case c == b16+1:
-		n = r.be32OrZero()
-	default:
-		r.bad = true
-		return 0
-	}
-	if n > (len(r.b)-r.off)/unit {
-		r.bad = true
-		return 0
-	}
-	return n
-}
-
-func (r *entryReader) be16OrZero() int {
-	p := r.next(2)
-	if p == nil {
-		return 0
-	}
-	return int(binary.BigEndian.Uint16(p))
-}
-
-func (r *entryReader) be32OrZero() int {
-	p := r.next(4)
-	if p == nil {
-		return 0
-	}
-	return int(binary.BigEndian.Uint32(p))
-}
-
-// raw reads a str or bin (go-msgpack reads either into a string or a
-// []byte) and returns a view of its bytes.
-func (r *entryReader) raw() []byte {
-	c := r.byte()
-	var n int
-	switch {
-	case r.bad:
-		return nil
-	case c >= 0xa0 && c <= 0xbf:
-		n = int(c & 0x1f)
-	case c == 0xd9 || c == 0xc4:
-		n = int(r.byte())
-	case c == 0xda || c == 0xc5:
-		n = r.be16OrZero()
-	case c == 0xdb || c == 0xc6:
-		n = r.be32OrZero()
-	default:
-		r.bad = true
-		return nil
-	}
-	return r.next(n)
-}
-
-// key reads a field name; the caller's switch on string(key) allocates
-// nothing.
-func (r *entryReader) key() []byte { return r.raw() }
-
-func (r *entryReader) str() string { return string(r.raw()) }
-
-// bytes copies: the entry outlives b. Empty is []byte{}, not nil, as
-// go-msgpack decodes it.
-func (r *entryReader) bytes() []byte {
-	p := r.raw()
-	if r.bad {
-		return nil
-	}
-	return append([]byte{}, p...)
-}
-
-// int reads any msgpack integer into an int64 as go-msgpack's DecodeInt64
-// does (a uint64 above MaxInt64 wraps, as there).
-func (r *entryReader) int() int64 {
-	c := r.byte()
-	switch {
-	case r.bad:
-		return 0
-	case c <= 0x7f || c >= 0xe0:
-		return int64(int8(c))
-	case c == 0xcc:
-		return int64(r.byte())
-	case c == 0xcd:
-		return int64(r.be16OrZero())
-	case c == 0xce:
-		return int64(r.be32OrZero())
-	case c == 0xcf:
-		return int64(r.be64())
-	case c == 0xd0:
-		return int64(int8(r.byte()))
-	case c == 0xd1:
-		return int64(int16(r.be16OrZero()))
-	case c == 0xd2:
-		return int64(int32(r.be32OrZero()))
-	case c == 0xd3:
-		return int64(r.be64())
-	}
-	r.bad = true
-	return 0
-}
-
-// uint reads a non-negative msgpack integer; go-msgpack refuses a
-// negative one.
-func (r *entryReader) uint() uint64 {
-	c := r.byte()
-	switch {
-	case r.bad:
-		return 0
-	case c <= 0x7f:
-		return uint64(c)
-	case c == 0xcc:
-		return uint64(r.byte())
-	case c == 0xcd:
-		return uint64(r.be16OrZero())
-	case c == 0xce:
-		return uint64(r.be32OrZero())
-	case c == 0xcf:
-		return r.be64()
-	case c >= 0xd0 && c <= 0xd3:
-		r.off-- // signed: reread as int
-		if v := r.int(); v >= 0 && !r.bad {
-			return uint64(v)
-		}
-	}
-	r.bad = true
-	return 0
-}
-
-// uint8 reads an integer for a uint8 type; go-msgpack refuses overflow.
-func (r *entryReader) uint8() uint8 {
-	v := r.uint()
-	if v > math.MaxUint8 {
-		r.bad = true
-		return 0
-	}
-	return uint8(v)
-}
-
-func (r *entryReader) be64() uint64 {
-	p := r.next(8)
-	if p == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(p)
-}
-
-// bool reads true/false, or fixint 0/1 as go-msgpack's DecodeBool does.
-func (r *entryReader) bool() bool {
-	switch c := r.byte(); {
-	case r.bad:
-		return false
-	case c == 0xc3 || c == 1:
-		return true
-	case c == 0xc2 || c == 0:
-		return false
-	}
-	r.bad = true
-	return false
 }

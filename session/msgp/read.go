@@ -53,6 +53,9 @@ func (r *Reader) byte() byte {
 // count beyond that fails before any loop.
 func (r *Reader) MapLen() int { return r.containerLen(0x80, 0xde, 2) }
 
+// ArrayLen reads an array header. Every element takes at least a byte.
+func (r *Reader) ArrayLen() int { return r.containerLen(0x90, 0xdc, 1) }
+
 func (r *Reader) containerLen(fix, b16 byte, unit int) int {
 	c := r.byte()
 	var n int
