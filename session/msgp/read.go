@@ -104,23 +104,10 @@ func (r *Reader) be64() uint64 {
 // string(key) allocates nothing.
 func (r *Reader) Key() []byte {
 	c := r.byte()
-	var n int
-	switch {
-	case r.bad:
-		return nil
-	case c >= 0xa0 && c <= 0xbf:
-		n = int(c & 0x1f)
-	case c == 0xd9:
-		n = r.beUint(1)
-	case c == 0xda:
-		n = r.beUint(2)
-	case c == 0xdb:
-		n = r.beUint(4)
-	default:
-		r.bad = true
-		return nil
+	if c >= 0xa0 && c <= 0xbf && !r.bad {
+		return r.next(int(c & 0x1f))
 	}
-	return r.next(n)
+	return r.next(r.sizedLen(c, 0xd9))
 }
 
 // Str reads a str into a new string.
@@ -129,26 +116,22 @@ func (r *Reader) Str() string { return string(r.Key()) }
 // Bin reads a bin into a new slice; empty is []byte{}, not nil, as
 // go-msgpack decodes it.
 func (r *Reader) Bin() []byte {
-	c := r.byte()
-	var n int
-	switch {
-	case r.bad:
-		return nil
-	case c == 0xc4:
-		n = r.beUint(1)
-	case c == 0xc5:
-		n = r.beUint(2)
-	case c == 0xc6:
-		n = r.beUint(4)
-	default:
-		r.bad = true
-		return nil
-	}
-	p := r.next(n)
+	p := r.next(r.sizedLen(r.byte(), 0xc4))
 	if r.bad {
 		return nil
 	}
 	return append([]byte{}, p...)
+}
+
+// sizedLen reads the length after header c of a str or bin in its 8-,
+// 16- or 32-bit form (first is the 8-bit form's byte: str8 0xd9, bin8
+// 0xc4); any other header fails the read.
+func (r *Reader) sizedLen(c, first byte) int {
+	if r.bad || c < first || c > first+2 {
+		r.bad = true
+		return 0
+	}
+	return r.beUint(1 << (c - first))
 }
 
 // Uint reads an integer for an unsigned field whose largest value is max.

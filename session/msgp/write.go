@@ -54,32 +54,28 @@ func AppendBool(b []byte, v bool) []byte {
 
 // AppendStr writes a string as str (str8 included: WriteExt).
 func AppendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	if len(s) < 32 {
+		return append(append(b, 0xa0|byte(len(s))), s...)
 	}
-	return append(b, s...)
+	return append(appendSizedLen(b, 0xd9, len(s)), s...)
 }
 
 // AppendBin writes a []byte as bin.
 func AppendBin(b []byte, v []byte) []byte {
-	n := len(v)
+	return append(appendSizedLen(b, 0xc4, len(v)), v...)
+}
+
+// appendSizedLen writes the header of a str or bin of n bytes in its 8-,
+// 16- or 32-bit form; first is the 8-bit form's byte (str8 0xd9, bin8
+// 0xc4), the wider ones follow it.
+func appendSizedLen(b []byte, first byte, n int) []byte {
 	switch {
 	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
+		return append(b, first, byte(n))
 	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+		return binary.BigEndian.AppendUint16(append(b, first+1), uint16(n))
 	}
-	return append(b, v...)
+	return binary.BigEndian.AppendUint32(append(b, first+2), uint32(n))
 }
 
 // AppendMapLen writes a map header of n entries.
@@ -137,15 +133,10 @@ func IntSize(v int64) int {
 
 // StrSize is the size of a str of n bytes.
 func StrSize(n int) int {
-	switch {
-	case n < 32:
+	if n < 32 {
 		return 1 + n
-	case n <= math.MaxUint8:
-		return 2 + n
-	case n <= math.MaxUint16:
-		return 3 + n
 	}
-	return 5 + n
+	return BinSize(n) // the same header widths
 }
 
 // BinSize is the size of a bin of n bytes.
