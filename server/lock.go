@@ -541,14 +541,10 @@ func (l *lockService) call(ctx context.Context, c *clientConn, req *session.Requ
 		l.withdraw(w.node, req.Session)
 		return nil, ctx.Err()
 	}
-	granted, token, gone := w.state()
+	granted, token, err := l.outcome(w, req)
 	switch {
-	case gone != "":
-		return nil, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
-	case !granted && req.Try:
-		// As in serveLock: a try-lock granted and already lost again.
-		l.withdraw(w.node, req.Session)
-		return nil, fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
+	case err != nil:
+		return nil, err
 	case !granted:
 		return &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}, nil
 	}
@@ -556,6 +552,22 @@ func (l *lockService) call(ctx context.Context, c *clientConn, req *session.Requ
 		return nil, err
 	}
 	return &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}, nil
+}
+
+// outcome reads w's state once its request is proposed or re-attached:
+// a request gone is ErrNotHeld, and a try-lock not granted is withdrawn
+// and ErrLocked (apply grants a try-lock in its own command or refuses
+// it, so this is one granted and already lost again).
+func (l *lockService) outcome(w *lockWaiter, req *session.Request) (granted bool, token uint64, err error) {
+	granted, token, gone := w.state()
+	switch {
+	case gone != "":
+		return false, 0, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	case !granted && req.Try:
+		l.withdraw(w.node, req.Session)
+		return false, 0, fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
+	}
+	return granted, token, nil
 }
 
 // serveLock runs one MsgLock stream: request (or re-attach), wait, grant,
@@ -594,22 +606,15 @@ func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.St
 			return nil
 		}
 	}
-	granted, token, gone := w.state()
-	if gone != "" {
-		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
+	granted, token, err := l.outcome(w, req)
+	if err != nil {
+		return err
 	}
 	if !granted {
-		if req.Try {
-			// Apply grants a try-lock in its own command or refuses it;
-			// this is a request granted and already lost again.
-			l.withdraw(w.node, req.Session)
-			return fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
-		}
 		if err := session.WriteResponse(str, &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}); err != nil {
 			l.ended(c, str, w.node, req.Session)
 			return nil
 		}
-		var err error
 		if token, err = l.wait(ctx, c, str, w, req); err != nil || token == 0 {
 			return err
 		}
