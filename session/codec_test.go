@@ -14,7 +14,10 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/latch-io/latch/namespace"
 )
@@ -365,4 +368,59 @@ func errContextDeadline() error {
 	defer cancel()
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// hookReader calls first before the first Read reaches r.
+type hookReader struct {
+	r     io.Reader
+	first func()
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	if h.first != nil {
+		h.first()
+		h.first = nil
+	}
+	return h.r.Read(p)
+}
+
+// TestIdleReaderHoldsNoBuffer: a reader waiting for its next frame (every
+// idle mux stream's, on both sides) holds no read buffer; it takes one
+// from the pool only once the header arrived. Thousands of idle
+// connections each held 4 KiB before.
+func TestIdleReaderHoldsNoBuffer(t *testing.T) {
+	var taken atomic.Int64 // buffers made by the pool: each Get of an empty one
+	saved := frameBufs
+	defer func() { frameBufs = saved }()
+
+	frame, err := appendFrame(nil, &Request{Type: MsgGet, Path: "/a", Call: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		read func(r io.Reader) error
+	}{
+		{"request", func(r io.Reader) error { _, err := readPooled(r, 1<<20, new(Request)); return err }},
+		{"mux call", func(r io.Reader) error {
+			_, err := newMuxServer(context.Background(), r, nil, 1<<20, time.Second).Next()
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			taken.Store(0)
+			frameBufs = &sync.Pool{New: func() any { taken.Add(1); b := make([]byte, 0, 4<<10); return &b }}
+			var atWait int64 = -1
+			r := &hookReader{r: bytes.NewReader(frame), first: func() { atWait = taken.Load() }}
+			if err := tc.read(r); err != nil {
+				t.Fatal(err)
+			}
+			if atWait != 0 {
+				t.Fatalf("%d read buffers taken before the first byte of the frame was read, want 0", atWait)
+			}
+			if got := taken.Load(); got != 1 {
+				t.Fatalf("%d read buffers taken for one frame, want 1", got)
+			}
+		})
+	}
 }

@@ -31,21 +31,36 @@ const (
 // inside a frame, and ErrFrameTooLarge, without reading or allocating the
 // body, when the announced length exceeds max.
 func ReadFrame(r io.Reader, max int, buf []byte) ([]byte, error) {
+	size, err := readHeader(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return readBody(r, size, buf)
+}
+
+// readHeader reads a frame header and returns the body size it announces,
+// with ReadFrame's errors.
+func readHeader(r io.Reader, max int) (int, error) {
 	var hdr [frameHeaderLen]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("latch: truncated frame header: %w", err)
+			return 0, fmt.Errorf("latch: truncated frame header: %w", err)
 		}
-		return nil, err // io.EOF: no frame at all
+		return 0, err // io.EOF: no frame at all
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
-		return nil, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, max)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: empty frame", ErrMalformed)
+		return 0, fmt.Errorf("%w: empty frame", ErrMalformed)
 	}
-	size := int(n)
+	return int(n), nil
+}
+
+// readBody reads a body of size bytes into buf when it is large enough;
+// else it grows a buffer only as bytes arrive (firstChunk).
+func readBody(r io.Reader, size int, buf []byte) ([]byte, error) {
 	if cap(buf) >= size {
 		buf = buf[:size]
 		if _, err := io.ReadFull(r, buf); err != nil {
@@ -79,19 +94,33 @@ func truncated(err error, size int) error {
 
 // frameBufs holds read buffers for bodies: decoding copies every byte
 // slice and string out of the body, so a body never outlives its read.
-var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+var frameBufs = &sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 func readMessage(r io.Reader, max int, v any) error {
+	_, err := readPooled(r, max, v)
+	return err
+}
+
+// readPooled reads one frame of at most max bytes and decodes it into v,
+// returning the body's size. The body goes to a pooled buffer taken once
+// the header has arrived: a reader waiting for its next frame, as every
+// idle mux stream's reader does on both sides, holds no buffer (4 KiB per
+// idle connection before).
+func readPooled(r io.Reader, max int, v any) (int, error) {
+	size, err := readHeader(r, max)
+	if err != nil {
+		return 0, err
+	}
 	bp := frameBufs.Get().(*[]byte)
-	body, err := ReadFrame(r, max, *bp)
-	if err == nil {
-		err = decodeBody(body, v)
+	defer frameBufs.Put(bp)
+	body, err := readBody(r, size, *bp)
+	if err != nil {
+		return 0, err
 	}
 	if cap(body) <= maxPooledBuf && cap(body) > cap(*bp) {
 		*bp = body[:0]
 	}
-	frameBufs.Put(bp)
-	return err
+	return size, decodeBody(body, v)
 }
 
 // ReadRequest reads a request stream: one request frame of at most max

@@ -354,20 +354,12 @@ func (m *MuxServer) Next() (*MuxCall, error) {
 
 // read reads one request frame and its body size.
 func (m *MuxServer) read() (*Request, int, error) {
-	bp := frameBufs.Get().(*[]byte)
-	defer frameBufs.Put(bp)
-	body, err := ReadFrame(m.r, MuxMaxFrame, *bp)
+	req := new(Request)
+	size, err := readPooled(m.r, MuxMaxFrame, req)
 	if err != nil {
 		return nil, 0, err
 	}
-	if cap(body) > cap(*bp) {
-		*bp = body[:0]
-	}
-	req := new(Request)
-	if err := decodeBody(body, req); err != nil {
-		return nil, 0, err
-	}
-	return req, len(body), nil
+	return req, size, nil
 }
 
 // Reply answers call with resp (its Call set to the call's id) unless the
