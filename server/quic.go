@@ -212,6 +212,7 @@ type front struct {
 	// observers are further observers of applied batches (observe).
 	observers []ApplyObserver
 	locks     *lockService // lock.go
+	workers   *callWorkers // run the mux streams' calls (workers.go)
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
@@ -258,6 +259,7 @@ func (s *Server) openFront() error {
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
 	f.hub.maxBacklog = s.cfg.MaxWatchBacklog
 	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
+	f.workers = newCallWorkers(s)
 	f.register()
 	s.front = f
 	s.fsm.observer = s.applyObservers(s.cfg.Observer)
@@ -685,7 +687,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			continue
 		}
 		wg.Add(1)
-		go func() {
+		c.f.workers.run(func() {
 			defer wg.Done()
 			defer c.give()
 			defer func() {
@@ -695,7 +697,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 				}
 			}()
 			reply(call, c.f.answer(call.Ctx, c, call.Req))
-		}()
+		})
 	}
 }
 
