@@ -145,7 +145,8 @@ func (c *Config) validateFront() error {
 }
 
 // front is a member's client side: the QUIC listener, one goroutine per
-// connection, per request stream and per call on a mux stream, the request handlers, the watch hub
+// connection and per request stream, workers for the calls on mux streams
+// (workers.go), the request handlers, the watch hub
 // and the leader's lease keeper. Decisions DESIGN.md leaves open:
 //
 //   - The client listener binds in New (port 0 resolves, ClientAddr then
@@ -167,8 +168,9 @@ func (c *Config) validateFront() error {
 //     Transport.DisableMux): one per connection, a newer one replaces
 //     it; a new lock request rides it as MsgLockCall; it holds no request
 //     slot, its calls do (the same caps, ErrBusy with the call's id). Each
-//     call runs in its own goroutine through answer, like a unary request
-//     on its own stream; streaming types are refused (ErrMalformed). An
+//     call runs on a worker (a reused goroutine) through answer, like a
+//     unary request on its own stream; streaming types are refused
+//     (ErrMalformed). An
 //     answer not taken within 30s, or bad input (unreadable frame, no call
 //     id, an id not above the last one, frame above session.MuxMaxFrame), closes the
 //     connection with ConnProtocol.
