@@ -411,17 +411,35 @@ func TestFrontMux(t *testing.T) {
 	// id, and the stream goes on.
 	w1 := watch(t, conn, &session.Request{Path: "/"})
 	w2 := watch(t, conn, &session.Request{Path: "/"})
-	stalled, err := conn.OpenStreamSync(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
+	// A stream that sent half a header holds the third slot while the
+	// member waits for the rest. If a call of ours held that slot when the
+	// member accepted the stream, the member refused the stream instead:
+	// then open another.
+	stall := func() (*quic.Stream, <-chan struct{}) {
+		str, err := conn.OpenStreamSync(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		str.Write([]byte{0, 0}) // half a header: the server waits for more
+		refused := make(chan struct{})
+		go func() {
+			defer close(refused)
+			session.ReadResponse(str, conn.MaxFrameSize()) // an answer only if refused; ends when the test cancels it
+		}()
+		return str, refused
 	}
-	stalled.Write([]byte{0, 0}) // half a header: the server waits for more
+	stalled, refused := stall()
 	id := uint64(10)
 	servertest.Eventually(t, "a call over the limit is refused", func() error {
 		id++
 		resp := mux.call(id, &session.Request{Type: session.MsgGet, Path: "/"})
 		if !errors.Is(resp.Err(), session.ErrBusy) || !strings.Contains(resp.Message, "--max-requests-per-conn") {
-			return fmt.Errorf("answer %v, want ErrBusy naming the cap", resp.Err()) // the stalled stream may not hold its slot yet
+			select {
+			case <-refused:
+				stalled, refused = stall()
+			default: // not accepted yet
+			}
+			return fmt.Errorf("answer %v, want ErrBusy naming the cap", resp.Err())
 		}
 		return nil
 	})
