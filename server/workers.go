@@ -17,22 +17,28 @@ import (
 // grown stack from call to call (the GC halves the stack of an idle one).
 // Idle workers wait on a stack, the last to finish on top, so the busiest
 // few stay warm; one idle for idleFor ends, and the member's stop ends
-// them all.
+// them all. At most maxIdle wait: after a burst of thousands of calls at
+// once the rest end at once, instead of holding their stacks for idleFor.
 type callWorkers struct {
 	stop    <-chan struct{}
 	spawn   func(func()) // starts an owned goroutine (Server.goFunc)
 	idleFor time.Duration
+	maxIdle int
 	parked  func() // tests: called when a worker has become idle
 
 	mu   sync.Mutex
 	idle []chan func() // each idle worker's inbox (buffered, one call)
 }
 
-// workerIdle is how long an idle worker waits for another call.
-const workerIdle = 10 * time.Second
+// workerIdle is how long an idle worker waits for another call;
+// maxIdleWorkers how many may wait.
+const (
+	workerIdle     = 10 * time.Second
+	maxIdleWorkers = 1024
+)
 
 func newCallWorkers(s *Server) *callWorkers {
-	return &callWorkers{stop: s.stop, spawn: s.goFunc, idleFor: workerIdle}
+	return &callWorkers{stop: s.stop, spawn: s.goFunc, idleFor: workerIdle, maxIdle: maxIdleWorkers}
 }
 
 // run runs f on the worker that became idle last, or on a new one when
@@ -57,6 +63,10 @@ func (w *callWorkers) loop(f func()) {
 	for {
 		f()
 		w.mu.Lock()
+		if len(w.idle) >= w.maxIdle {
+			w.mu.Unlock()
+			return
+		}
 		w.idle = append(w.idle, inbox)
 		w.mu.Unlock()
 		if w.parked != nil {

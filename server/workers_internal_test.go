@@ -19,6 +19,7 @@ func testWorkers(t *testing.T, idleFor time.Duration) (w *callWorkers, spawned *
 	w = &callWorkers{
 		stop:    stop,
 		idleFor: idleFor,
+		maxIdle: 2,
 		spawn: func(f func()) {
 			spawned.Add(1)
 			wg.Go(func() { f(); end <- struct{}{} })
@@ -88,4 +89,30 @@ func TestCallWorkersEnd(t *testing.T) {
 		t.Fatalf("a call after the idle worker ended: %d workers started in all, want 2", got)
 	}
 	close(stop)
+}
+
+// TestCallWorkersMaxIdle: after a burst, workers beyond maxIdle end at
+// once instead of waiting idle.
+func TestCallWorkersMaxIdle(t *testing.T) {
+	w, spawned, parked, ended, _ := testWorkers(t, time.Hour) // maxIdle 2
+	release := make(chan struct{})
+	var running sync.WaitGroup
+	running.Add(3)
+	for range 3 {
+		w.run(func() { running.Done(); <-release })
+	}
+	running.Wait()
+	close(release)
+	parks, ends := 0, 0
+	for range 3 { // each worker either parks or ends
+		select {
+		case <-parked:
+			parks++
+		case <-ended:
+			ends++
+		}
+	}
+	if got := spawned.Load(); got != 3 || parks != 2 || ends != 1 {
+		t.Fatalf("after 3 calls at once: %d workers started, %d went idle, %d ended; want 3, 2, 1", got, parks, ends)
+	}
 }
