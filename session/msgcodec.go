@@ -21,12 +21,12 @@ import (
 //     ops, a sequencer, ACL rules, keep-alive batches, lists in answers)
 //     is declined and takes the reflection encoder.
 //   - decodeRequestFast and decodeResponseFast read the forms that encoder
-//     writes and decline anything else (an unknown or repeated field, nil,
-//     an integer that does not fit, a field they do not cover, bytes left
-//     over): decodeBody then runs the cost check and the reflection
-//     decoder, so every body decodes, and fails, exactly as before. What
-//     they allocate is a copy of strings and byte slices of the body, so
-//     the decode budget holds.
+//     writes and decline anything else (an unknown, repeated or unsorted
+//     field, nil, an integer that does not fit, a field they do not cover,
+//     bytes left over): decodeBody then runs the cost check and the
+//     reflection decoder, so every body decodes, and fails, exactly as
+//     before. What they allocate is a copy of strings and byte slices of
+//     the body, so the decode budget holds.
 
 // appendRequestFast appends q's body to b, or declines (false, b
 // unchanged in length) when q has a field this file does not write.
@@ -217,273 +217,156 @@ func setMapLen(b []byte, start, n int) []byte {
 }
 
 // decodeRequestFast decodes body into q, a zeroed Request, or declines
-// (false; q is then in any state).
+// (false; q is then in any state). It takes the fields in the sorted
+// order go-msgpack writes them (SortedKey), so each at most once.
 func decodeRequestFast(body []byte, q *Request) bool {
 	r := msgp.NewReader(body)
 	n := r.MapLen()
-	var seen uint32
+	var k []byte
 	for i := 0; i < n && r.OK(); i++ {
-		k := r.Key()
-		f := requestField(k)
-		if f < 0 || seen&(1<<f) != 0 {
-			// Unknown, declined, or repeated (go-msgpack decodes a second
-			// one over the first, which this path does not copy).
-			return false
-		}
-		seen |= 1 << f
-		switch f {
-		case 0:
+		k = r.SortedKey(k)
+		switch string(k) {
+		case "a":
 			q.After = r.Str()
-		case 1:
+		case "cid":
 			q.Call = r.Uint(math.MaxUint64)
-		case 2:
+		case "cn":
 			q.ClientName = r.Str()
-		case 3:
+		case "d":
 			q.Data = r.Bin()
-		case 4:
+		case "f":
 			q.Flags = namespace.CreateFlags(r.Uint(math.MaxUint8))
-		case 5:
+		case "fr":
 			q.FromRev = r.Uint(math.MaxUint64)
-		case 6:
+		case "ht":
 			q.HoldTTLMillis = r.Int(64)
-		case 7:
+		case "k":
 			q.Kind = WatchKind(r.Uint(math.MaxUint8))
-		case 8:
+		case "ld":
 			q.LockDelayMillis = r.Int(64)
-		case 9:
+		case "lim":
 			q.Limit = int32(r.Int(32))
-		case 10:
+		case "lk_rid":
 			q.RequestID = r.Str()
-		case 11:
+		case "mo":
 			q.Mode = LockMode(r.Uint(math.MaxUint8))
-		case 12:
+		case "n":
 			q.Node = r.Str()
-		case 13:
+		case "os":
 			q.OneShot = r.Bool()
-		case 14:
+		case "p":
 			q.Path = r.Str()
-		case 15:
+		case "pv":
 			q.ProtocolVersion = uint32(r.Uint(math.MaxUint32))
-		case 16:
+		case "r":
 			q.Recursive = r.Bool()
-		case 17:
+		case "s":
 			q.Session = r.Uint(math.MaxUint64)
-		case 18:
+		case "sec":
 			q.Secret = r.Bin()
-		case 19:
+		case "st":
 			q.Stale = r.Bool()
-		case 20:
+		case "t":
 			q.Type = MsgType(r.Uint(math.MaxUint8))
-		case 21:
+		case "to":
 			q.TimeoutMillis = r.Int(64)
-		case 22:
+		case "try":
 			q.Try = r.Bool()
-		case 23:
+		case "ttl":
 			q.TTLMillis = r.Int(64)
-		case 24:
+		case "v":
 			q.Version = r.Int(64)
+		default:
+			return false // a field this path does not read
 		}
 	}
 	return r.Done()
-}
-
-// requestField numbers the Request fields decodeRequestFast reads, in tag
-// order; -1 for any other key.
-func requestField(k []byte) int {
-	switch string(k) {
-	case "a":
-		return 0
-	case "cid":
-		return 1
-	case "cn":
-		return 2
-	case "d":
-		return 3
-	case "f":
-		return 4
-	case "fr":
-		return 5
-	case "ht":
-		return 6
-	case "k":
-		return 7
-	case "ld":
-		return 8
-	case "lim":
-		return 9
-	case "lk_rid":
-		return 10
-	case "mo":
-		return 11
-	case "n":
-		return 12
-	case "os":
-		return 13
-	case "p":
-		return 14
-	case "pv":
-		return 15
-	case "r":
-		return 16
-	case "s":
-		return 17
-	case "sec":
-		return 18
-	case "st":
-		return 19
-	case "t":
-		return 20
-	case "to":
-		return 21
-	case "try":
-		return 22
-	case "ttl":
-		return 23
-	case "v":
-		return 24
-	}
-	return -1
 }
 
 // decodeResponseFast decodes body into p, a zeroed Response, or declines
-// (false; p is then in any state).
+// (false; p is then in any state), as decodeRequestFast does.
 func decodeResponseFast(body []byte, p *Response) bool {
 	r := msgp.NewReader(body)
 	n := r.MapLen()
-	var seen uint32
+	var k []byte
 	for i := 0; i < n && r.OK(); i++ {
-		f := responseField(r.Key())
-		if f < 0 || seen&(1<<f) != 0 {
-			return false
-		}
-		seen |= 1 << f
-		switch f {
-		case 0:
+		k = r.SortedKey(k)
+		switch string(k) {
+		case "c":
 			p.Code = Code(r.Uint(math.MaxUint16))
-		case 1:
+		case "cid":
 			p.Call = r.Uint(math.MaxUint64)
-		case 2:
+		case "d":
 			p.Data = r.Bin()
-		case 3:
+		case "e":
 			p.Exists = r.Bool()
-		case 4:
+		case "ft":
 			p.Features = Feature(r.Uint(math.MaxUint64))
-		case 5:
+		case "l":
 			p.Leader = r.Str()
-		case 6:
+		case "lk":
 			p.Lock = LockPhase(r.Uint(math.MaxUint8))
-		case 7:
+		case "m":
 			p.Message = r.Str()
-		case 8:
+		case "mr":
 			p.More = r.Bool()
-		case 9:
+		case "n":
 			p.Node = r.Str()
-		case 10:
+		case "ok":
 			p.Valid = r.Bool()
-		case 11:
+		case "p":
 			p.Path = r.Str()
-		case 12:
+		case "pv":
 			p.ProtocolVersion = uint32(r.Uint(math.MaxUint32))
-		case 13:
+		case "r":
 			p.Rev = r.Uint(math.MaxUint64)
-		case 14:
+		case "s":
 			p.Session = r.Uint(math.MaxUint64)
-		case 15:
+		case "sec":
 			p.Secret = r.Bin()
-		case 16:
+		case "sid":
 			p.ServerID = r.Str()
-		case 17:
+		case "st":
 			decodeStat(&r, &p.Stat)
-		case 18:
+		case "tk":
 			p.Token = r.Uint(math.MaxUint64)
-		case 19:
+		case "ttl":
 			p.TTLMillis = r.Int(64)
+		default:
+			return false
 		}
 	}
 	return r.Done()
 }
 
-// responseField numbers the Response fields decodeResponseFast reads, in
-// tag order; -1 for any other key.
-func responseField(k []byte) int {
-	switch string(k) {
-	case "c":
-		return 0
-	case "cid":
-		return 1
-	case "d":
-		return 2
-	case "e":
-		return 3
-	case "ft":
-		return 4
-	case "l":
-		return 5
-	case "lk":
-		return 6
-	case "m":
-		return 7
-	case "mr":
-		return 8
-	case "n":
-		return 9
-	case "ok":
-		return 10
-	case "p":
-		return 11
-	case "pv":
-		return 12
-	case "r":
-		return 13
-	case "s":
-		return 14
-	case "sec":
-		return 15
-	case "sid":
-		return 16
-	case "st":
-		return 17
-	case "tk":
-		return 18
-	case "ttl":
-		return 19
-	}
-	return -1
-}
-
-// decodeStat reads a Stat map (any subset of its fields, once each).
+// decodeStat reads a Stat map (any subset of its fields, in sorted order).
 func decodeStat(r *msgp.Reader, s *namespace.Stat) {
 	n := r.MapLen()
-	var seen uint16
+	var k []byte
 	for i := 0; i < n && r.OK(); i++ {
-		var f uint
-		switch string(r.Key()) {
+		k = r.SortedKey(k)
+		switch string(k) {
 		case "CVersion":
-			f, s.CVersion = 0, r.Int(64)
+			s.CVersion = r.Int(64)
 		case "CreateRev":
-			f, s.CreateRev = 1, r.Uint(math.MaxUint64)
+			s.CreateRev = r.Uint(math.MaxUint64)
 		case "Ctime":
-			f, s.Ctime = 2, r.Int(64)
+			s.Ctime = r.Int(64)
 		case "DataLength":
-			f, s.DataLength = 3, int32(r.Int(32))
+			s.DataLength = int32(r.Int(32))
 		case "EphemeralOwner":
-			f, s.EphemeralOwner = 4, r.Uint(math.MaxUint64)
+			s.EphemeralOwner = r.Uint(math.MaxUint64)
 		case "ModRev":
-			f, s.ModRev = 5, r.Uint(math.MaxUint64)
+			s.ModRev = r.Uint(math.MaxUint64)
 		case "Mtime":
-			f, s.Mtime = 6, r.Int(64)
+			s.Mtime = r.Int(64)
 		case "NumChildren":
-			f, s.NumChildren = 7, r.Int(64)
+			s.NumChildren = r.Int(64)
 		case "Version":
-			f, s.Version = 8, r.Int(64)
+			s.Version = r.Int(64)
 		default:
 			r.Fail()
 			return
 		}
-		if seen&(1<<f) != 0 {
-			r.Fail()
-			return
-		}
-		seen |= 1 << f
 	}
 }

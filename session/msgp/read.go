@@ -1,6 +1,7 @@
 package msgp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 )
@@ -108,6 +109,19 @@ func (r *Reader) Key() []byte {
 		return r.next(int(c & 0x1f))
 	}
 	return r.next(r.sizedLen(c, 0xd9))
+}
+
+// SortedKey reads a map key that must sort after prev, the map's key
+// before it (nil for the first), else fails. go-msgpack writes a struct's
+// fields in sorted order, so a decoder taking only that order meets each
+// field at most once without counting them; a repeated or unsorted key
+// declines the body to the reflection decoder.
+func (r *Reader) SortedKey(prev []byte) []byte {
+	k := r.Key()
+	if bytes.Compare(k, prev) <= 0 {
+		r.bad = true
+	}
+	return k
 }
 
 // Str reads a str into a new string.
