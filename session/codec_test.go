@@ -401,7 +401,7 @@ func TestIdleReaderHoldsNoBuffer(t *testing.T) {
 		name string
 		read func(r io.Reader) error
 	}{
-		{"request", func(r io.Reader) error { _, err := readPooled(r, 1<<20, new(Request)); return err }},
+		{"request", func(r io.Reader) error { _, err := readMessage(r, 1<<20, new(Request)); return err }},
 		{"mux call", func(r io.Reader) error {
 			_, err := newMuxServer(context.Background(), r, nil, 1<<20, time.Second).Next()
 			return err

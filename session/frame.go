@@ -96,17 +96,12 @@ func truncated(err error, size int) error {
 // slice and string out of the body, so a body never outlives its read.
 var frameBufs = &sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-func readMessage(r io.Reader, max int, v any) error {
-	_, err := readPooled(r, max, v)
-	return err
-}
-
-// readPooled reads one frame of at most max bytes and decodes it into v,
+// readMessage reads one frame of at most max bytes and decodes it into v,
 // returning the body's size. The body goes to a pooled buffer taken once
 // the header has arrived: a reader waiting for its next frame, as every
 // idle mux stream's reader does on both sides, holds no buffer (4 KiB per
 // idle connection before).
-func readPooled(r io.Reader, max int, v any) (int, error) {
+func readMessage(r io.Reader, max int, v any) (int, error) {
 	size, err := readHeader(r, max)
 	if err != nil {
 		return 0, err
@@ -133,7 +128,7 @@ func readPooled(r io.Reader, max int, v any) (int, error) {
 // after the frame), or the reader's own error.
 func ReadRequest(r io.Reader, max int) (*Request, error) {
 	req := new(Request)
-	if err := readMessage(r, max, req); err != nil {
+	if _, err := readMessage(r, max, req); err != nil {
 		return nil, err
 	}
 	if req.Type == MsgMux {
@@ -168,7 +163,7 @@ func expectEnd(r io.Reader) error {
 // an error here: see Response.Err.
 func ReadResponse(r io.Reader, max int) (*Response, error) {
 	resp := new(Response)
-	if err := readMessage(r, max, resp); err != nil {
+	if _, err := readMessage(r, max, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -355,7 +355,7 @@ func (m *MuxServer) Next() (*MuxCall, error) {
 // read reads one request frame and its body size.
 func (m *MuxServer) read() (*Request, int, error) {
 	req := new(Request)
-	size, err := readPooled(m.r, MuxMaxFrame, req)
+	size, err := readMessage(m.r, MuxMaxFrame, req)
 	if err != nil {
 		return nil, 0, err
 	}
