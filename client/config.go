@@ -174,6 +174,6 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 		return c.TLS, nil
 	}
 	t := c.TLS.Clone()
-	t.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	t.ClientSessionCache = session.NewTicketCache()
 	return t, nil
 }

@@ -55,7 +55,7 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	c := &tls.Config{
 		MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN},
-		ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize),
+		ClientSessionCache: NewTicketCache(),
 	}
 	if caFile != "" {
 		pool, err := loadPool(caFile)
@@ -74,10 +74,11 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return c, nil
 }
 
-// sessionCacheSize bounds the session tickets a client config keeps: one
-// per member address it has met (a cluster has a handful of members; a
-// client of several cells meets each cell's).
-const sessionCacheSize = 256
+// NewTicketCache returns the TLS session cache a client config keeps its
+// tickets in (Dial keys them by member address): room for 256, one per
+// member met (a cluster has a handful of members; a client of several
+// cells meets each cell's).
+func NewTicketCache() tls.ClientSessionCache { return tls.NewLRUClientSessionCache(256) }
 
 func loadPool(file string) (*x509.CertPool, error) {
 	b, err := os.ReadFile(file)
