@@ -14,8 +14,8 @@
 //
 // DIR (default: a new directory under the system's temporary directory)
 // should be on the disk the members use. -stages prints, for the one
-// proposer, the raft leader's means of the stages latchd's /metrics also
-// has (raft_leader_dispatchLog, raft_replication_appendEntries_rpc,
+// proposer and for the 64, the raft leader's means of the stages latchd's
+// /metrics also has (raft_leader_dispatchLog, raft_replication_appendEntries_rpc,
 // raft_commitTime), so that latch's raft can be held against plain raft.
 // Every process this starts is stopped and every file removed before it
 // exits.
@@ -647,12 +647,8 @@ func raftMember(args []string) error {
 			return err
 		}
 	}
-	// Stage timings of the one proposer only: raft reports them to
-	// go-metrics' global sink.
-	sink := gometrics.NewInmemSink(time.Hour, time.Hour)
-	cfg := gometrics.DefaultConfig("floor")
-	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
-	if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
+	sink, err := stageSink()
+	if err != nil {
 		return err
 	}
 	ds := make([]time.Duration, 0, 3000)
@@ -664,16 +660,9 @@ func raftMember(args []string) error {
 		ds = append(ds, time.Since(t))
 	}
 	fmt.Println("p50", p50(ds))
-	if os.Getenv(stagesEnv) != "" {
-		for _, iv := range sink.Data() {
-			for _, name := range []string{"leader.dispatchLog", "replication.appendEntries.rpc", "commitTime"} {
-				for key, agg := range iv.Samples {
-					if strings.HasSuffix(key, "raft."+name) || strings.Contains(key, "raft."+name+";") {
-						fmt.Fprintf(os.Stderr, "    %-45s mean %.3f ms\n", strings.TrimPrefix(key, "floor."), agg.AggregateSample.Mean())
-					}
-				}
-			}
-		}
+	printStages("1 proposer", sink)
+	if sink, err = stageSink(); err != nil {
+		return err
 	}
 	var (
 		count atomic.Int64
@@ -699,6 +688,34 @@ func raftMember(args []string) error {
 	if first != nil {
 		return first
 	}
+	printStages("64 proposers", sink)
 	fmt.Println("rate64", float64(count.Load())/dur.Seconds())
 	return nil
+}
+
+// stageSink gives raft's go-metrics samples from now on to a new sink.
+func stageSink() (*gometrics.InmemSink, error) {
+	sink := gometrics.NewInmemSink(time.Hour, time.Hour)
+	cfg := gometrics.DefaultConfig("floor")
+	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
+	_, err := gometrics.NewGlobal(cfg, sink)
+	return sink, err
+}
+
+// printStages prints, with -stages, the leader's means of the stages
+// latchd's /metrics also has, as the phase saw them.
+func printStages(phase string, sink *gometrics.InmemSink) {
+	if os.Getenv(stagesEnv) == "" {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "    stages, %s:\n", phase)
+	for _, iv := range sink.Data() {
+		for _, name := range []string{"leader.dispatchLog", "replication.appendEntries.rpc", "commitTime"} {
+			for key, agg := range iv.Samples {
+				if strings.HasSuffix(key, "raft."+name) || strings.Contains(key, "raft."+name+";") {
+					fmt.Fprintf(os.Stderr, "      %-45s mean %.3f ms\n", strings.TrimPrefix(key, "floor."), agg.AggregateSample.Mean())
+				}
+			}
+		}
+	}
 }
