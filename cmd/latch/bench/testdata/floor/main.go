@@ -507,7 +507,9 @@ func raftFloor(dir, certs string, tlsOn bool, dur time.Duration) (raftResult, er
 			return res, err
 		}
 	}
-	reports := make(chan string, 3)
+	// Room for every line the members print, so that no reader blocks
+	// once this returns.
+	reports := make(chan string, 64)
 	for _, m := range members {
 		go func() {
 			for m.out.Scan() {
