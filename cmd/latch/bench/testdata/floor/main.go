@@ -413,7 +413,8 @@ func quicFloor(certs string) (quicResult, error) {
 		b := make([]byte, 64)
 		for range n {
 			t := time.Now()
-			if _, err := s.Write(b); err == nil {
+			_, err := s.Write(b)
+			if err == nil {
 				_, err = io.ReadFull(s, b)
 			}
 			if err != nil {
