@@ -95,6 +95,13 @@ func (c *Client) connect() *link {
 			if fatal := unfixable(r.err); fatal != nil {
 				c.setFatal(fatal)
 			}
+			if refusedBusy(r.err) {
+				// Admission control refused the handshake: the member is
+				// taking connections in at the rate it can serve. Back off
+				// from busyRound on, so thousands of refused clients spread
+				// out instead of coming back together.
+				round = max(round, busyRound)
+			}
 			if r.leader == "" && (errors.Is(r.err, ErrNoLeader) || errors.Is(r.err, ErrNotLeader)) {
 				// The member lost leadership, or has not loaded its
 				// sessions yet, between the probe and the resume.
@@ -279,6 +286,22 @@ func (c *Client) race(cands []string) attempt {
 			return finish(attempt{err: ErrClosed})
 		}
 	}
+}
+
+// busyRound is the backoff round a client refused for load starts from:
+// MinBackoff·2^3, 80-160ms with the defaults.
+const busyRound = 3
+
+// refusedBusy reports whether err is a member refusing a connection for
+// load: quic's CONNECTION_REFUSED before the handshake (admission
+// control), or ConnBusy after it (--max-conns).
+func refusedBusy(err error) bool {
+	var te *quic.TransportError
+	if errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused {
+		return true
+	}
+	var ae *quic.ApplicationError
+	return errors.As(err, &ae) && ae.Remote && ae.ErrorCode == session.ConnBusy
 }
 
 // unfixable returns the error to fail waiting calls with when err is one

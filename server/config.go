@@ -229,6 +229,13 @@ type Config struct {
 	// watch that would go beyond it ends with a Resync, as a full
 	// WatchBuffer does. Default 1000000 (~64 MiB).
 	MaxWatchBacklog int
+	// MaxReconnectGrace caps the grace a new leader adds to every
+	// session's first lease while clients reconnect (expiry.go,
+	// reconnectGrace). Default 30s.
+	MaxReconnectGrace time.Duration
+	// Admission bounds how fast new client connections are let in
+	// (admission.go); zero fields take their defaults.
+	Admission AdmissionConfig
 	// IdleConnTimeout closes a client connection that has no session
 	// attached and no request in flight for this long (an idle connection
 	// still costs ~60 KiB). Default 2m.
@@ -269,9 +276,9 @@ func DefaultConfig() Config {
 		ClientAddr:          DefaultClientAddr,
 		HTTPAddr:            DefaultHTTPAddr,
 		Limits:              namespace.DefaultLimits(),
-		HeartbeatTimeout:    100 * time.Millisecond,
-		ElectionTimeout:     100 * time.Millisecond,
-		LeaderLeaseTimeout:  100 * time.Millisecond,
+		HeartbeatTimeout:    500 * time.Millisecond,
+		ElectionTimeout:     500 * time.Millisecond,
+		LeaderLeaseTimeout:  500 * time.Millisecond,
 		CommitTimeout:       20 * time.Millisecond,
 		MaxAppendEntries:    256,
 		SnapshotThreshold:   8192,

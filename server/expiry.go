@@ -327,10 +327,11 @@ func (k *leaseKeeper) load() error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.table.ResetAll(ttls)
+	grace := reconnectGrace(len(all), k.s.cfg.Admission.HandshakeRate, k.s.cfg.MaxReconnectGrace)
+	k.table.ResetAll(ttls, grace)
 	k.identity, k.count = identity, count
 	k.ready, k.term, k.restores = true, term, restores
-	k.s.log.Info("sessions loaded", "sessions", len(all), "term", term)
+	k.s.log.Info("sessions loaded", "sessions", len(all), "term", term, "reconnect_grace", grace)
 	return nil
 }
 
@@ -370,4 +371,17 @@ func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
 		}
 		k.s.log.Debug("sessions expired", "sessions", len(ids), "rev", res.Index)
 	}
+}
+
+// reconnectGrace is the time a new leader adds to every session's first
+// lease: twice what admitting one connection per session takes at the
+// admission rate (admission.go), at most limit. The rule and its bound: a
+// session whose client is alive and reconnecting is not expired because
+// the leader was slow to take it back; a dead client's session still ends
+// within TTL + limit of the leader change (ExpiryTick later at most).
+func reconnectGrace(sessions int, rate float64, limit time.Duration) time.Duration {
+	if sessions == 0 || rate <= 0 {
+		return 0
+	}
+	return min(limit, time.Duration(2*float64(sessions)/rate*float64(time.Second)))
 }

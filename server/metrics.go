@@ -123,6 +123,9 @@ var (
 	descHandshakes     = prometheus.NewDesc("latch_client_handshakes_total", "Client connections accepted, by whether their TLS handshake resumed an earlier session (a ticket: no certificates exchanged) or was a full one.", []string{"member", "resumed"}, nil)
 	descCapLimit       = prometheus.NewDesc("latch_cap_limit", "A client cap's limit (latchd --max-... flags).", []string{"member", "cap"}, nil)
 	descCapUsed        = prometheus.NewDesc("latch_cap_used", "What a cap counts now on this member (per-identity caps: the busiest identity).", []string{"member", "cap"}, nil)
+	descAdmRefused     = prometheus.NewDesc("latch_admission_refused_total", "Client connection attempts refused before their handshake (reason rate, in_flight, failing_host) and leader probes dropped (reason probe) by admission control.", []string{"member", "reason"}, nil)
+	descAdmRate        = prometheus.NewDesc("latch_admission_handshake_rate", "Full TLS handshakes per second admission control lets in now (lowered while the scheduler runs late).", []string{"member"}, nil)
+	descSchedLag       = prometheus.NewDesc("latch_scheduler_lag_seconds", "Worst lateness of a 10ms ticker over the last 100ms: how long runnable goroutines wait for a CPU.", []string{"member"}, nil)
 	descCapRefusals    = prometheus.NewDesc("latch_cap_refusals_total", "Requests refused because a cap was reached.", []string{"member", "cap"}, nil)
 )
 
@@ -141,7 +144,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descHandshakes, descCapLimit, descCapUsed} {
+		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descSchedLag} {
 		ch <- d
 	}
 }
@@ -198,4 +201,9 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedConns.Load()), id, "max-conns")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedStreams.Load()), id, "max-streams")
+	for _, reason := range []string{refusedRate, refusedInFlight, refusedHost, droppedProbe} {
+		ch <- prometheus.MustNewConstMetric(descAdmRefused, prometheus.CounterValue, float64(f.adm.refusals(reason)), id, reason)
+	}
+	gauge(descAdmRate, float64(f.adm.rateNow.Load()))
+	gauge(descSchedLag, time.Duration(f.adm.lagNanos.Load()).Seconds())
 }

@@ -22,7 +22,7 @@ func (s *Server) followedLeader() (id string) {
 		return s.cfg.ID
 	}
 	_, lid := s.raft.LeaderWithID()
-	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout/2 {
+	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout/2 || lid == s.crash.deadLeader() {
 		return ""
 	}
 	return string(lid)
@@ -60,6 +60,9 @@ func (f *front) probeLoop() {
 		nonce, from, err := f.ln.ReadProbe(f.s.ctx)
 		if err != nil {
 			return
+		}
+		if !f.adm.probe(remoteHost(from)) {
+			continue // a flood from one host: dropped before it costs more
 		}
 		a := session.ProbeAnswer{Member: f.s.cfg.ID, IsLeader: f.keep.serving() == nil}
 		if id := f.s.followedLeader(); id != "" && id != f.s.cfg.ID {

@@ -81,6 +81,8 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxWatchBacklog, DefaultMaxWatchBacklog)
 	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
 	setIfZero(&cfg.RequestReadTimeout, DefaultRequestReadTimeout)
+	cfg.Admission.fillDefaults()
+	setIfZero(&cfg.MaxReconnectGrace, DefaultMaxReconnectGrace)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
 	def := session.DefaultConfig()
@@ -96,6 +98,9 @@ func (c *Config) validateFront() error {
 	bad := func(field, format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
 	}
+	if err := c.Admission.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case !c.Dev && c.TLSCert == "" && c.MemberCert == "":
 		return bad("TLSCert", "required unless Dev or MemberCert (clients always speak TLS 1.3)")
@@ -105,6 +110,8 @@ func (c *Config) validateFront() error {
 		return bad("TLSClientCA", "needs TLSCert and TLSKey")
 	case c.MinSessionTTL <= 0:
 		return bad("MinSessionTTL", "%v must be positive", c.MinSessionTTL)
+	case c.MaxReconnectGrace < 0:
+		return bad("MaxReconnectGrace", "%v is negative", c.MaxReconnectGrace)
 	case c.MaxSessionTTL < c.MinSessionTTL:
 		return bad("MaxSessionTTL", "%v is below MinSessionTTL %v", c.MaxSessionTTL, c.MinSessionTTL)
 	case c.MaxSessionsPerIdentity < 1:
@@ -215,6 +222,7 @@ type front struct {
 	observers []ApplyObserver
 	locks     *lockService // lock.go
 	workers   *callWorkers // run the mux streams' calls (workers.go)
+	adm       *admission   // admission.go: who may start a handshake
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
@@ -249,7 +257,8 @@ func (s *Server) openFront() error {
 	if err != nil {
 		return err
 	}
-	ln, err := session.Listen(s.cfg.ClientAddr, tlsConf, s.cfg.Transport)
+	adm := newAdmission(s.cfg.Admission, time.Now)
+	ln, err := session.Listen(s.cfg.ClientAddr, tlsConf, s.cfg.Transport, adm)
 	if err != nil {
 		return err
 	}
@@ -257,7 +266,7 @@ func (s *Server) openFront() error {
 		_, bound, _ := net.SplitHostPort(ln.Addr().String())
 		s.cfg.ClientAddr = net.JoinHostPort(host, bound)
 	}
-	f := &front{s: s, log: s.log, ln: ln, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
+	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
 	f.hub.maxBacklog = s.cfg.MaxWatchBacklog
 	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
@@ -303,6 +312,7 @@ func (s *Server) startFront() {
 	f := s.front
 	s.goFunc(f.acceptLoop)
 	s.goFunc(f.probeLoop)
+	s.goFunc(func() { f.adm.watchLag(s.stop) })
 	s.goFunc(f.leadershipMoved)
 	s.goFunc(func() { f.keep.run(s.stop) })
 	s.goFunc(func() { f.locks.runTimers(s.stop) })

@@ -41,6 +41,8 @@ type Server struct {
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
+	rtrans    *raftTransport // trans as raft consumes it (crashdetect.go)
+	crash     *crashDetector
 	faults    *faultLayer // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	snapLimit snapLimiter
@@ -255,11 +257,14 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	r, err := raft.NewRaft(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.trans)
+	s.goFunc(func() { s.rtrans.run(s.stop) })
+	r, err := raft.NewRaft(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.rtrans)
 	if err != nil {
 		return fmt.Errorf("latch: start raft: %w", err)
 	}
 	s.raft = r
+	s.crash.raft.Store(r)
+	s.goFunc(s.crash.run)
 	s.started = true
 	if !hasState {
 		if peers := s.initialPeers(); len(peers) > 0 {
@@ -402,6 +407,12 @@ func (s *Server) Close() error {
 		return s.closeErr
 	}
 	s.closed = true
+	s.mu.Unlock()
+	// A planned stop (SIGTERM, a deploy) hands leadership over first: the
+	// clients move to the successor while this member still answers, and
+	// no election timeout is waited out.
+	s.handOff()
+	s.mu.Lock()
 	close(s.stop)
 	s.cancel()
 	s.mu.Unlock()

@@ -1,10 +1,7 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-
-	"github.com/hashicorp/raft"
 )
 
 // A member never serves what it did not apply. When its namespace store
@@ -62,11 +59,7 @@ func (s *Server) fail(cause error) {
 		"err", cause, "applied_index", s.store.AppliedIndex())
 	s.closeFront()
 	s.goFunc(func() {
-		if s.raft.State() == raft.Leader {
-			if err := s.raft.LeadershipTransfer().Error(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
-				s.log.Warn("leadership transfer before stopping failed", "err", err)
-			}
-		}
+		s.handOff()
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown", "err", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -76,6 +77,9 @@ type tlsLayer struct {
 	log    *slog.Logger
 	// refused counts accepted connections whose handshake failed.
 	refused func()
+	// peerClosed, when set, learns of every accepted connection of a
+	// member that ended: EOF or reset after a good handshake.
+	peerClosed func(member string)
 }
 
 var _ raft.StreamLayer = (*tlsLayer)(nil)
@@ -121,9 +125,11 @@ func (l *tlsLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 // with a deadline, before the first read or write.
 type tlsServerConn struct {
 	*tls.Conn
-	layer *tlsLayer
-	once  sync.Once
-	err   error
+	layer  *tlsLayer
+	once   sync.Once
+	err    error
+	member string    // the peer's member id, after the handshake
+	ended  sync.Once // peerClosed told
 }
 
 func (c *tlsServerConn) handshake() error {
@@ -131,16 +137,25 @@ func (c *tlsServerConn) handshake() error {
 		c.Conn.SetDeadline(time.Now().Add(raftHandshakeTimeout))
 		err := c.Conn.Handshake()
 		c.Conn.SetDeadline(time.Time{})
-		if err != nil {
+		switch {
+		case errors.Is(err, io.EOF):
+			// Closed before a word was said: a crash detector's dial
+			// (crashdetect.go) or a port scan, nothing refused.
+			c.layer.log.Debug("raft connection closed before its handshake", "remote", c.Conn.RemoteAddr().String())
+		case err != nil:
 			c.layer.log.Warn("raft connection refused: TLS handshake failed (not a member?)",
 				"remote", c.Conn.RemoteAddr().String(), "err", err)
 			if c.layer.refused != nil {
 				c.layer.refused()
 			}
+		}
+		if err != nil {
 			c.Conn.Close()
 			// raft logs anything but EOF as a decode error of its own.
 			c.err = io.EOF
+			return
 		}
+		c.member, _ = session.PeerMember(c.Conn.ConnectionState())
 	})
 	return c.err
 }
@@ -149,7 +164,11 @@ func (c *tlsServerConn) Read(b []byte) (int, error) {
 	if err := c.handshake(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if err != nil && c.layer.peerClosed != nil && c.member != "" && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		c.ended.Do(func() { c.layer.peerClosed(c.member) })
+	}
+	return n, err
 }
 
 func (c *tlsServerConn) Write(b []byte) (int, error) {
@@ -182,12 +201,17 @@ func (s *Server) newRaftTransport(m *session.MemberTLS) error {
 		s.faults = newFaultLayer(tcp)
 		inner = s.faults
 	}
+	s.crash = newCrashDetector(cfg.ID, s.log, s.stop)
+	tl := newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") })
+	tl.peerClosed = s.crash.peerClosed
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") }),
+		Stream:  tl,
 		Logger:  newHCLog(s.log, "raft-net"),
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 	})
+	s.rtrans = wrapTransport(s.trans)
+	s.crash.inject = s.rtrans.rpcs
 	s.raftAddr = string(s.trans.LocalAddr())
 	return nil
 }

@@ -39,17 +39,17 @@ func NewLeaseTable(clock Clock) *LeaseTable {
 func (t *LeaseTable) Add(id uint64, ttl time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.addLocked(id, ttl, t.clock.Now())
+	t.addLocked(id, ttl, t.clock.Now().Add(ttl))
 }
 
-func (t *LeaseTable) addLocked(id uint64, ttl time.Duration, now time.Time) {
+func (t *LeaseTable) addLocked(id uint64, ttl time.Duration, deadline time.Time) {
 	l, ok := t.byID[id]
 	if !ok {
 		l = &lease{id: id, index: -1}
 		t.byID[id] = l
 	}
 	l.ttl = ttl
-	t.schedule(l, now.Add(ttl))
+	t.schedule(l, deadline)
 }
 
 // schedule sets l's deadline, (re)queueing it, and wakes the reaper when
@@ -100,17 +100,20 @@ func (t *LeaseTable) Remove(id uint64) {
 }
 
 // ResetAll replaces the table with sessions (id → TTL), each given a full
-// TTL from now. A new leader calls it before expiring anything: it cannot
-// know when the old leader last renewed each session, so it grants every
-// session the most it could have been promised.
-func (t *LeaseTable) ResetAll(sessions map[uint64]time.Duration) {
+// TTL plus grace from now. A new leader calls it before expiring anything:
+// it cannot know when the old leader last renewed each session, so it
+// grants every session the most it could have been promised, and grace
+// for the time its clients need to reach it (Chubby's grace period): a
+// client that is alive and reconnecting is not expired because thousands
+// of others were admitted before it. The first renewal ends the grace.
+func (t *LeaseTable) ResetAll(sessions map[uint64]time.Duration, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byID = make(map[uint64]*lease, len(sessions))
 	t.queue = make(leaseQueue, 0, len(sessions))
 	now := t.clock.Now()
 	for id, ttl := range sessions {
-		t.addLocked(id, ttl, now)
+		t.addLocked(id, ttl, now.Add(ttl+grace))
 	}
 }
 

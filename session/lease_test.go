@@ -127,7 +127,7 @@ func TestLeaseTableResetAllGivesFullTTL(t *testing.T) {
 	lt.Add(2, 5*time.Second)
 	clk.Advance(4 * time.Second)
 	// A new leader: sessions 2 and 3 exist (1 was closed meanwhile).
-	lt.ResetAll(map[uint64]time.Duration{2: 10 * time.Second, 3: 20 * time.Second})
+	lt.ResetAll(map[uint64]time.Duration{2: 10 * time.Second, 3: 20 * time.Second}, 0)
 	if lt.Len() != 2 {
 		t.Fatalf("Len = %d", lt.Len())
 	}
@@ -218,7 +218,7 @@ func TestLeaseTableNeverExpiresEarly(t *testing.T) {
 						all[id] = m.ttl
 						m.renewed = now
 					}
-					lt.ResetAll(all)
+					lt.ResetAll(all, 0)
 				default:
 					clk.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				}

@@ -33,7 +33,7 @@ type pingServer struct {
 func startPingServer(t *testing.T) (*pingServer, *tls.Config) {
 	t.Helper()
 	srvTLS, cliTLS := devTLS(t)
-	ln, err := Listen("127.0.0.1:0", srvTLS, Config{})
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestWatchdogIdleConnectionSendsNoPings(t *testing.T) {
 
 func TestEchoPingsEchoesPingsOnly(t *testing.T) {
 	srvTLS, cliTLS := devTLS(t)
-	ln, err := Listen("127.0.0.1:0", srvTLS, Config{})
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestProbeEncoding(t *testing.T) {
 // listens on is reported as refused.
 func TestProbe(t *testing.T) {
 	srvTLS, _ := devTLS(t)
-	ln, err := Listen("127.0.0.1:0", srvTLS, Config{})
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,8 +191,9 @@ type Listener struct {
 
 // Listen opens a QUIC listener on the UDP address addr. tlsConf (typically
 // from ServerTLS) is cloned and pinned to TLS 1.3 and ALPN; cfg is
-// validated first.
-func Listen(addr string, tlsConf *tls.Config, cfg Config) (*Listener, error) {
+// validated first. adm, when not nil, admits or refuses every connection
+// attempt before its handshake starts.
+func Listen(addr string, tlsConf *tls.Config, cfg Config, adm Admission) (*Listener, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -206,6 +207,9 @@ func Listen(addr string, tlsConf *tls.Config, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("latch: listen %s: %w", addr, err)
 	}
 	tr := &quic.Transport{Conn: udp}
+	if adm != nil {
+		tr.ConnContext = connContext(adm)
+	}
 	ql, err := tr.Listen(pinTLS(tlsConf), ServerQUICConfig(cfg))
 	if err != nil {
 		tr.Close()
@@ -221,6 +225,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	acceptedConn(qc)
 	return &Conn{Conn: qc, maxFrame: l.maxFrame}, nil
 }
 

@@ -72,7 +72,7 @@ func devTLS(t testing.TB) (server, client *tls.Config) {
 
 func startEcho(t testing.TB, srvTLS *tls.Config, cfg Config) *echoServer {
 	t.Helper()
-	ln, err := Listen("127.0.0.1:0", srvTLS, cfg)
+	ln, err := Listen("127.0.0.1:0", srvTLS, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +639,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Errorf("DefaultConfig: %v", err)
 	}
-	if _, err := Listen("127.0.0.1:0", nil, Config{MaxFrameSize: -1}); !errors.Is(err, ErrBadConfig) {
+	if _, err := Listen("127.0.0.1:0", nil, Config{MaxFrameSize: -1}, nil); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("Listen with a bad config: %v", err)
 	}
 }

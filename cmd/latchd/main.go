@@ -76,6 +76,8 @@ type options struct {
 	maxAnonSessions, maxWatchesPerID  int
 	version                           bool
 	maxConns, maxStreams              int
+	admission                         server.AdmissionConfig
+	maxReconnectGrace                 time.Duration
 	maxRequestsPerConn                int
 	maxWatchBacklog                   int
 	idleConnTimeout                   time.Duration
@@ -83,6 +85,7 @@ type options struct {
 
 func (o *options) register(fs *flag.FlagSet) {
 	def := server.DefaultConfig()
+	o.admission = def.Admission // fields without a flag keep their default
 	fs.StringVar(&o.configFile, "config", "", "JSON file whose keys are flag names; command-line flags win")
 	fs.StringVar(&o.id, "id", "", `member id, unique in the cluster and stable across restarts (--dev: "dev")`)
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (--dev: ./"+DevDataDir+")")
@@ -125,6 +128,12 @@ func (o *options) register(fs *flag.FlagSet) {
 		"also drop lock history records older than this (0: no age bound; a cluster setting like --lock-history)")
 	fs.BoolVar(&o.faultInjection, "fault-injection", false, "serve POST /v1/faults so 'latch chaos' can cut raft traffic (tests only: never in production)")
 	fs.IntVar(&o.maxConns, "max-conns", server.DefaultMaxConns, "client connections held at once; more are closed at once saying so")
+	fs.Float64Var(&o.admission.HandshakeRate, "handshake-rate", server.DefaultHandshakeRate, "full TLS handshakes admitted per second at most (halved while the member is short of CPU); more connection attempts are refused before any cryptography, and clients back off")
+	fs.IntVar(&o.admission.HandshakeBurst, "handshake-burst", server.DefaultHandshakeBurst, "client handshakes that may start at once after a quiet spell")
+	fs.IntVar(&o.admission.MaxHandshakesInFlight, "max-handshakes-in-flight", server.DefaultMaxHandshakesInFlight, "client handshakes started and not finished, at most")
+	fs.Float64Var(&o.admission.FailedHandshakesPerHost, "failed-handshakes-per-host", server.DefaultFailedHandshakesPerHost, "failed client handshakes per second one host may cause before its attempts are refused")
+	fs.Float64Var(&o.admission.ProbesPerHost, "probes-per-host", server.DefaultProbesPerHost, "leader probes per second answered for one host; more are dropped")
+	fs.DurationVar(&o.maxReconnectGrace, "max-reconnect-grace", server.DefaultMaxReconnectGrace, "most time a new leader adds to every session's first lease while clients reconnect")
 	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "requests in flight across all client connections; more get 'server busy'")
 	fs.IntVar(&o.maxRequestsPerConn, "max-requests-per-conn", server.DefaultMaxRequestsPerConn,
 		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
@@ -325,6 +334,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.Limits.LockHistoryMaxAgeMillis = o.lockHistoryAge.Milliseconds()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.MaxConns, cfg.MaxStreams, cfg.MaxWatchBacklog = o.maxConns, o.maxStreams, o.maxWatchBacklog
+	cfg.Admission, cfg.MaxReconnectGrace = o.admission, o.maxReconnectGrace
 	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
 	cfg.IdleConnTimeout = o.idleConnTimeout
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests

@@ -55,6 +55,13 @@ func StartCluster(t TB, n int, args ...string) *Cluster {
 // args(i), for clusters whose members are configured differently.
 func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 	t.Helper()
+	return StartClusterCerts(t, n, func(_ session.DevCerts, i int) []string { return args(i) })
+}
+
+// StartClusterCerts is StartClusterEach for flags that name the cluster's
+// PKI (e.g. --tls-client-ca certs.CA, to require client certificates).
+func StartClusterCerts(t TB, n int, args func(certs session.DevCerts, i int) []string) *Cluster {
+	t.Helper()
 	c := &Cluster{}
 	var err error
 	if c.Certs, err = session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls")); err != nil {
@@ -75,7 +82,7 @@ func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 		if err != nil {
 			t.Fatalf("proc: %v", err)
 		}
-		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), args(i)...)
+		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), args(c.Certs, i)...)
 		nd.SetAdminTLS(admin)
 		nd.Start(t)
 	}

@@ -1,0 +1,340 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latch-io/latch/session"
+)
+
+// Admission control: what keeps a member's CPU for raft when thousands of
+// clients connect at once (a failover, a deploy, a host opening
+// connections in a loop). Every new client connection attempt passes
+// admit before quic-go starts its handshake; a refusal is one
+// CONNECTION_REFUSED packet, no cryptography, which clients take as
+// "busy" and back off from (jittered, see package client). Three gates:
+//
+//   - A token bucket of full-handshake cost (HandshakeRate per second,
+//     HandshakeBurst at once). An attempt takes one token; a handshake that
+//     turns out to be resumed (a TLS ticket: no certificates signed or
+//     checked) gives most of it back.
+//   - A bound on handshakes in flight (MaxHandshakesInFlight).
+//   - Per host, a budget of failed handshakes (FailedHandshakesPerHost per
+//     second): a host whose attempts keep failing (no certificate, another
+//     CA) spends its budget and is refused before it costs a signature.
+//     Hosts whose handshakes succeed are never limited by it.
+//
+// The bucket's rate also follows the member's own health: a ticker
+// measures how late the Go scheduler wakes it. A late wake means runnable
+// goroutines are waiting for a CPU, raft's heartbeat goroutines among
+// them; the rate is then halved (down to a tenth of HandshakeRate) and
+// grows back by a tenth per quiet interval (AIMD). So the cost of
+// admitting new clients never crowds out the traffic that keeps the
+// leader a leader, whatever the machine's speed.
+
+// AdmissionConfig bounds how fast a member lets new client connections in.
+type AdmissionConfig struct {
+	// HandshakeRate is the full TLS handshakes per second this member
+	// admits at most, when it is not short of CPU. Default 1500.
+	HandshakeRate float64
+	// HandshakeBurst is how many may start at once after a quiet spell.
+	// Default 128.
+	HandshakeBurst int
+	// MaxHandshakesInFlight bounds handshakes started and not finished.
+	// Each holds quic-go's connection state until it ends (a client that
+	// vanishes mid-handshake holds it for the handshake timeout): the
+	// bound is on memory; HandshakeRate bounds the CPU. Default 1024.
+	MaxHandshakesInFlight int
+	// FailedHandshakesPerHost is how many failed handshakes per second one
+	// host may cause (burst: twice that); beyond it the host's attempts
+	// are refused. Default 20.
+	FailedHandshakesPerHost float64
+	// ProbesPerHost bounds the leader probes one host gets answered per
+	// second (burst: the same); more are dropped unanswered (clients
+	// resend). Default 10000.
+	ProbesPerHost float64
+	// LagLimit is the scheduler lateness above which the handshake rate is
+	// halved. Default 20ms.
+	LagLimit time.Duration
+}
+
+// Admission defaults.
+const (
+	DefaultHandshakeRate           = 1500
+	DefaultHandshakeBurst          = 128
+	DefaultMaxHandshakesInFlight   = 1024
+	DefaultFailedHandshakesPerHost = 20
+	DefaultProbesPerHost           = 10000
+	DefaultLagLimit                = 20 * time.Millisecond
+	DefaultMaxReconnectGrace       = 30 * time.Second
+)
+
+func (a *AdmissionConfig) fillDefaults() {
+	setIfZero(&a.HandshakeRate, DefaultHandshakeRate)
+	setIfZero(&a.HandshakeBurst, DefaultHandshakeBurst)
+	setIfZero(&a.MaxHandshakesInFlight, DefaultMaxHandshakesInFlight)
+	setIfZero(&a.FailedHandshakesPerHost, DefaultFailedHandshakesPerHost)
+	setIfZero(&a.ProbesPerHost, DefaultProbesPerHost)
+	setIfZero(&a.LagLimit, DefaultLagLimit)
+}
+
+// Validate returns an error naming the first bad field.
+func (a AdmissionConfig) Validate() error {
+	bad := func(field, format string, v ...any) error {
+		return fmt.Errorf("%w: Admission.%s: %s", ErrBadConfig, field, fmt.Sprintf(format, v...))
+	}
+	switch {
+	case a.HandshakeRate < 1:
+		return bad("HandshakeRate", "%v must be at least 1 per second", a.HandshakeRate)
+	case a.HandshakeBurst < 1:
+		return bad("HandshakeBurst", "%d must be at least 1", a.HandshakeBurst)
+	case a.MaxHandshakesInFlight < 1:
+		return bad("MaxHandshakesInFlight", "%d must be at least 1", a.MaxHandshakesInFlight)
+	case a.FailedHandshakesPerHost < 1:
+		return bad("FailedHandshakesPerHost", "%v must be at least 1 per second", a.FailedHandshakesPerHost)
+	case a.ProbesPerHost < 1:
+		return bad("ProbesPerHost", "%v must be at least 1 per second", a.ProbesPerHost)
+	case a.LagLimit < time.Millisecond:
+		return bad("LagLimit", "%v is below 1ms", a.LagLimit)
+	}
+	return nil
+}
+
+// errAdmission is why an attempt was refused; quic-go only logs it, the
+// client sees CONNECTION_REFUSED.
+var errAdmission = errors.New("latch: connection refused by admission control")
+
+// bucket is a token bucket whose rate may change. Not safe for concurrent
+// use: its owner locks.
+type bucket struct {
+	tokens, burst, rate float64
+	last                time.Time
+}
+
+func newBucket(rate, burst float64, now time.Time) bucket {
+	return bucket{tokens: burst, burst: burst, rate: rate, last: now}
+}
+
+func (b *bucket) refill(now time.Time) {
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		b.last = now
+	}
+}
+
+// take spends n tokens if there are at least n (or, for n ≤ 1, any).
+func (b *bucket) take(n float64, now time.Time) bool {
+	b.refill(now)
+	if b.tokens < min(n, 1) {
+		return false
+	}
+	b.tokens -= n
+	return true
+}
+
+// give returns n tokens (a resumed handshake's refund).
+func (b *bucket) give(n float64) { b.tokens = min(b.burst, b.tokens+n) }
+
+// Refusal reasons, the admission metric's label values.
+const (
+	refusedRate     = "rate"
+	refusedInFlight = "in_flight"
+	refusedHost     = "failing_host"
+	droppedProbe    = "probe"
+)
+
+// maxHosts bounds the per-host tables; past it the stalest host is
+// forgotten, so spoofed source addresses cannot grow them.
+const maxHosts = 8192
+
+// resumeRefund is the share of a token a resumed handshake gives back:
+// measured here, a resumed server handshake costs about a fifth of a full
+// one (no signature, no chain verification).
+const resumeRefund = 0.75
+
+type admission struct {
+	cfg AdmissionConfig
+	now func() time.Time
+
+	mu       sync.Mutex
+	bucket   bucket
+	inFlight int
+	failing  map[string]*bucket // hosts that had a failed handshake
+	probes   map[string]*bucket
+
+	refused  sync.Map // reason → *atomic.Uint64
+	rateNow  atomic.Uint64
+	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval
+}
+
+func newAdmission(cfg AdmissionConfig, now func() time.Time) *admission {
+	a := &admission{
+		cfg:     cfg,
+		now:     now,
+		bucket:  newBucket(cfg.HandshakeRate, float64(cfg.HandshakeBurst), now()),
+		failing: map[string]*bucket{},
+		probes:  map[string]*bucket{},
+	}
+	a.rateNow.Store(uint64(cfg.HandshakeRate))
+	return a
+}
+
+var _ session.Admission = (*admission)(nil)
+
+func (a *admission) refuse(reason string) error {
+	v, _ := a.refused.LoadOrStore(reason, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+	return fmt.Errorf("%w (%s)", errAdmission, reason)
+}
+
+// refusals returns the count of refusals for reason.
+func (a *admission) refusals(reason string) uint64 {
+	v, ok := a.refused.Load(reason)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Uint64).Load()
+}
+
+// Admit implements session.Admission.
+func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
+	host := remoteHost(remote)
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if fb := a.failing[host]; fb != nil {
+		fb.refill(now)
+		if fb.tokens < 1 {
+			return nil, a.refuse(refusedHost)
+		}
+	}
+	if a.inFlight >= a.cfg.MaxHandshakesInFlight {
+		return nil, a.refuse(refusedInFlight)
+	}
+	if !a.bucket.take(1, now) {
+		return nil, a.refuse(refusedRate)
+	}
+	a.inFlight++
+	return func(how session.HandshakeEnd) { a.ended(host, how) }, nil
+}
+
+// ended books a handshake's end: the slot in flight, the refund of a
+// resumed one, the failure budget of the host of a failed one.
+func (a *admission) ended(host string, how session.HandshakeEnd) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inFlight--
+	switch how {
+	case session.HandshakeResumed:
+		a.bucket.give(resumeRefund)
+	case session.HandshakeFailed:
+		fb := a.failing[host]
+		if fb == nil {
+			if len(a.failing) >= maxHosts {
+				forgetStalest(a.failing)
+			}
+			b := newBucket(a.cfg.FailedHandshakesPerHost, 2*a.cfg.FailedHandshakesPerHost, now)
+			fb = &b
+			a.failing[host] = fb
+		}
+		fb.take(1, now) // may go below zero: a host that failed a burst waits it off
+	}
+}
+
+// probe reports whether a leader probe from host should be answered.
+func (a *admission) probe(host string) bool {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pb := a.probes[host]
+	if pb == nil {
+		if len(a.probes) >= maxHosts {
+			forgetStalest(a.probes)
+		}
+		b := newBucket(a.cfg.ProbesPerHost, a.cfg.ProbesPerHost, now)
+		pb = &b
+		a.probes[host] = pb
+	}
+	if !pb.take(1, now) {
+		a.refuse(droppedProbe)
+		return false
+	}
+	return true
+}
+
+// forgetStalest drops the host least recently seen. Linear, and only run
+// when a table is full.
+func forgetStalest(m map[string]*bucket) {
+	var stalest string
+	var at time.Time
+	for h, b := range m {
+		if stalest == "" || b.last.Before(at) {
+			stalest, at = h, b.last
+		}
+	}
+	delete(m, stalest)
+}
+
+// lagTick is how often the lag monitor wakes.
+const lagTick = 10 * time.Millisecond
+
+// watchLag runs until stop: every lagTick it measures how late it woke,
+// and every ten ticks it sets the handshake rate from the worst lateness
+// seen (AIMD), and forgets per-host budgets that refilled.
+func (a *admission) watchLag(stop <-chan struct{}) {
+	t := time.NewTicker(lagTick)
+	defer t.Stop()
+	var worst time.Duration
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			// The ticker's channel holds the time it fired; the lateness is
+			// how long this goroutine waited to run after that.
+			if late := time.Since(now); late > worst {
+				worst = late
+			}
+			if n++; n < 10 {
+				continue
+			}
+			a.adjust(worst)
+			a.lagNanos.Store(int64(worst))
+			worst, n = 0, 0
+		}
+	}
+}
+
+// adjust halves the handshake rate after an interval in which the
+// scheduler was late by more than LagLimit, else grows it by a tenth of
+// HandshakeRate; never below a tenth of it.
+func (a *admission) adjust(worst time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.bucket.rate
+	if worst > a.cfg.LagLimit {
+		r = max(a.cfg.HandshakeRate/10, r/2)
+	} else {
+		r = min(a.cfg.HandshakeRate, r+a.cfg.HandshakeRate/10)
+	}
+	a.bucket.refill(a.now())
+	a.bucket.rate = r
+	a.rateNow.Store(uint64(r))
+	now := a.now()
+	for h, b := range a.failing {
+		if b.refill(now); b.tokens >= b.burst {
+			delete(a.failing, h)
+		}
+	}
+	for h, b := range a.probes {
+		if b.refill(now); b.tokens >= b.burst {
+			delete(a.probes, h)
+		}
+	}
+}

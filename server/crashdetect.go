@@ -1,0 +1,212 @@
+package server
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Telling a dead leader from a slow one. Raft's own detector cannot: a
+// follower that hears nothing for HeartbeatTimeout starts an election,
+// whether the leader crashed or was busy. Short timeouts make failover
+// fast and let load depose a busy leader; long ones make load harmless and
+// failover slow. latch takes the long timeouts (DefaultConfig: 500ms) for
+// the slow case and adds a fast path for the case that has a sure sign:
+//
+//   - When a member's process dies, its kernel closes its TCP connections
+//     (the followers read EOF on the raft connections the leader opened to
+//     them) and its raft port refuses new ones. A slow, stopped or
+//     partitioned leader does neither: its connections stay open and its
+//     port accepts.
+//   - So when a follower reads EOF on a raft connection from the member it
+//     follows, it dials that member's raft address. Only "connection
+//     refused" counts as death; a dial that connects or times out (a
+//     stopped process, a partition) leaves raft's timeouts in charge.
+//   - A follower that saw the leader dead starts an election at once, the
+//     way a leadership transfer does: it hands its own raft a TimeoutNow,
+//     so it campaigns without a pre-vote and the others vote for it even
+//     though they have not timed out the old leader yet (they still
+//     check its log and term as always: raft's safety is untouched; only
+//     the wait is skipped). To avoid a split vote, the surviving voters
+//     take turns: the one ranked k-th by id waits k × crashStagger, and
+//     campaigns only if no leader emerged meanwhile.
+//   - Safety of the session leases (doc.go, Failover timing) needs the old
+//     leader to stop answering keepalives before a successor serves; a
+//     member whose raft port refuses connections has no raft and answers
+//     nothing (Close stops the client front before raft; a storage fault
+//     stops both).
+type crashDetector struct {
+	self    raft.ServerID
+	raft    atomic.Pointer[raft.Raft] // set once raft runs
+	inject  chan<- raft.RPC           // the raft transport's consumer channel
+	log     *slog.Logger
+	stop    <-chan struct{}
+	kick    chan struct{}
+	dead    atomic.Value // raft.ServerID of the leader seen dead, until another leads
+	elected atomic.Uint64
+}
+
+// crashStagger is how long the k-th ranked survivor waits before it
+// campaigns after a crash (k from 0): longer than one election round
+// (votes and an fsync) on a LAN.
+const crashStagger = 60 * time.Millisecond
+
+// crashDial bounds the dial that decides whether a leader is dead. A live
+// member on the LAN answers a SYN in well under it; a stopped one
+// completes the handshake in its kernel.
+const crashDial = 200 * time.Millisecond
+
+func newCrashDetector(self string, log *slog.Logger, stop <-chan struct{}) *crashDetector {
+	d := &crashDetector{self: raft.ServerID(self), log: log, stop: stop, kick: make(chan struct{}, 1)}
+	d.dead.Store(raft.ServerID(""))
+	return d
+}
+
+// peerClosed is called when a raft connection accepted from member id
+// ended (EOF or reset). It never blocks.
+func (d *crashDetector) peerClosed(id string) {
+	r := d.raft.Load()
+	if r == nil || r.State() != raft.Follower {
+		return
+	}
+	if _, lid := r.LeaderWithID(); lid == "" || string(lid) != id {
+		return
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// deadLeader returns the id of the leader this member saw die, while no
+// other leader is known; "" otherwise.
+func (d *crashDetector) deadLeader() raft.ServerID {
+	id := d.dead.Load().(raft.ServerID)
+	if id == "" {
+		return ""
+	}
+	if r := d.raft.Load(); r == nil {
+		return ""
+	} else if _, lid := r.LeaderWithID(); lid != "" && lid != id {
+		d.dead.Store(raft.ServerID(""))
+		return ""
+	}
+	return id
+}
+
+// run checks the leader on every kick until stop.
+func (d *crashDetector) run() {
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-d.kick:
+			d.check()
+		}
+	}
+}
+
+func (d *crashDetector) check() {
+	r := d.raft.Load()
+	if r == nil {
+		return
+	}
+	addr, lid := r.LeaderWithID()
+	if lid == "" || r.State() != raft.Follower {
+		return
+	}
+	c, err := net.DialTimeout("tcp", string(addr), crashDial)
+	if err == nil {
+		c.Close() // alive: raft's timeouts decide
+		return
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return // slow, stopped or cut off: not a sure sign
+	}
+	d.dead.Store(lid)
+	rank := d.rank(lid)
+	d.log.Warn("the leader's raft port refuses connections: it is down; electing now", "leader", lid, "rank", rank)
+	if rank < 0 {
+		return // not a voter
+	}
+	if rank > 0 {
+		t := time.NewTimer(time.Duration(rank) * crashStagger)
+		defer t.Stop()
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		if _, now := r.LeaderWithID(); now != "" || r.State() != raft.Follower {
+			return // someone was elected, or raft moved on by itself
+		}
+	}
+	if r.State() != raft.Follower {
+		return
+	}
+	resp := make(chan raft.RPCResponse, 1)
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(lid), Addr: []byte(addr)}}
+	select {
+	case d.inject <- raft.RPC{Command: req, RespChan: resp}:
+		d.elected.Add(1)
+	case <-d.stop:
+	}
+}
+
+// rank is this member's place among the voters other than dead, by id; -1
+// when it is not a voter.
+func (d *crashDetector) rank(dead raft.ServerID) int {
+	f := d.raft.Load().GetConfiguration()
+	if f.Error() != nil {
+		return -1
+	}
+	var ids []raft.ServerID
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != dead {
+			ids = append(ids, s.ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Index(ids, d.self)
+}
+
+// raftTransport is raft's NetworkTransport with one more source of RPCs:
+// the crash detector's TimeoutNow, handed to this member's own raft.
+type raftTransport struct {
+	*raft.NetworkTransport
+	rpcs chan raft.RPC
+}
+
+// wrapTransport returns inner with a second source of RPCs; run forwards
+// inner's until stop.
+func wrapTransport(inner *raft.NetworkTransport) *raftTransport {
+	return &raftTransport{NetworkTransport: inner, rpcs: make(chan raft.RPC)}
+}
+
+func (t *raftTransport) run(stop <-chan struct{}) {
+	inner := t.NetworkTransport
+	{
+		in := inner.Consumer()
+		for {
+			select {
+			case rpc := <-in:
+				select {
+				case t.rpcs <- rpc:
+				case <-stop:
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}
+}
+
+// Consumer implements raft.Transport.
+func (t *raftTransport) Consumer() <-chan raft.RPC { return t.rpcs }
