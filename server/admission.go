@@ -39,15 +39,17 @@ import (
 // AdmissionConfig bounds how fast a member lets new client connections in.
 type AdmissionConfig struct {
 	// HandshakeRate is the full TLS handshakes per second this member
-	// admits at most, when it is not short of CPU. Default 1500.
+	// admits at most, when it is not short of CPU. Default 400 (a full
+	// handshake costs the server about 1ms of CPU: at most 40% of a core
+	// goes to them).
 	HandshakeRate float64
 	// HandshakeBurst is how many may start at once after a quiet spell.
-	// Default 128.
+	// Default 32.
 	HandshakeBurst int
 	// MaxHandshakesInFlight bounds handshakes started and not finished.
 	// Each holds quic-go's connection state until it ends (a client that
 	// vanishes mid-handshake holds it for the handshake timeout): the
-	// bound is on memory; HandshakeRate bounds the CPU. Default 1024.
+	// bound is on memory; HandshakeRate bounds the CPU. Default 256.
 	MaxHandshakesInFlight int
 	// FailedHandshakesPerHost is how many failed handshakes per second one
 	// host may cause (burst: twice that); beyond it the host's attempts
@@ -64,13 +66,13 @@ type AdmissionConfig struct {
 
 // Admission defaults.
 const (
-	DefaultHandshakeRate           = 1500
-	DefaultHandshakeBurst          = 128
-	DefaultMaxHandshakesInFlight   = 1024
+	DefaultHandshakeRate           = 400
+	DefaultHandshakeBurst          = 32
+	DefaultMaxHandshakesInFlight   = 256
 	DefaultFailedHandshakesPerHost = 20
 	DefaultProbesPerHost           = 10000
 	DefaultLagLimit                = 20 * time.Millisecond
-	DefaultMaxReconnectGrace       = 30 * time.Second
+	DefaultMaxReconnectGrace       = 45 * time.Second
 )
 
 func (a *AdmissionConfig) fillDefaults() {
@@ -166,7 +168,8 @@ type admission struct {
 	failing  map[string]*bucket // hosts that had a failed handshake
 	probes   map[string]*bucket
 
-	refused  sync.Map // reason → *atomic.Uint64
+	refused  sync.Map     // reason → *atomic.Uint64
+	lastRef  atomic.Int64 // unix nanos of the last refused connection attempt
 	rateNow  atomic.Uint64
 	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval
 }
@@ -188,7 +191,17 @@ var _ session.Admission = (*admission)(nil)
 func (a *admission) refuse(reason string) error {
 	v, _ := a.refused.LoadOrStore(reason, new(atomic.Uint64))
 	v.(*atomic.Uint64).Add(1)
+	if reason != droppedProbe && reason != refusedHost {
+		a.lastRef.Store(a.now().UnixNano())
+	}
 	return fmt.Errorf("%w (%s)", errAdmission, reason)
+}
+
+// refusedWithin reports whether a connection attempt was refused for load
+// (rate or in flight; not a failing host's) within d.
+func (a *admission) refusedWithin(d time.Duration) bool {
+	last := a.lastRef.Load()
+	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
 }
 
 // refusals returns the count of refusals for reason.

@@ -83,15 +83,16 @@ type Config struct {
 	// HeartbeatTimeout is how long a follower hears nothing from the
 	// leader before it asks for votes (raft waits a random 1-2x between
 	// checks, so a dead leader is noticed 1-3x after its last heartbeat);
-	// the leader heartbeats every tenth of it. Default 100ms.
+	// the leader heartbeats every tenth of it. A crashed leader is
+	// detected at once without it (crashdetect.go). Default 500ms.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout is how long a candidate waits for votes before it
-	// tries again (random 1-2x). At least HeartbeatTimeout. Default 100ms.
+	// tries again (random 1-2x). At least HeartbeatTimeout. Default 500ms.
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout is how long a leader keeps leading without
 	// hearing from a quorum; then it steps down. At most HeartbeatTimeout,
 	// so a deposed leader stops answering keepalives before a successor
-	// can serve (doc.go, "Failover timing"). Default 100ms.
+	// can serve (doc.go, "Failover timing"). Default 500ms.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long a follower may wait to learn of a commit
 	// when no new entries flow. Default 20ms.
@@ -231,7 +232,7 @@ type Config struct {
 	MaxWatchBacklog int
 	// MaxReconnectGrace caps the grace a new leader adds to every
 	// session's first lease while clients reconnect (expiry.go,
-	// reconnectGrace). Default 30s.
+	// reconnectGrace, expiryHeld). Default 45s (Chubby's grace period).
 	MaxReconnectGrace time.Duration
 	// Admission bounds how fast new client connections are let in
 	// (admission.go); zero fields take their defaults.

@@ -120,49 +120,108 @@
 //     and events reach the observers, and its proposer gets the decode
 //     error.
 //
+// # No leader change without a failure
+//
+// A lock service is judged on its worst day: thousands of clients
+// reconnecting at once after a failover or a deploy. latch's rule is that
+// load never deposes a leader: the cluster keeps its leader as long as no
+// member fails and the network between members works. Four mechanisms
+// make it so; `latch bench storm` measures them (README, Stability).
+//
+//  1. Raft timing that load does not reach (DefaultConfig): heartbeat,
+//     election and leader-lease timeouts of 500ms. With 100ms, a leader
+//     busy with handshakes on a 2-core machine answered its followers
+//     late, stepped down after 100ms without a quorum, and every client
+//     then stormed the next leader, which was now the busy one: elections
+//     without end. 500ms is five times the stalls measured under the
+//     worst storms once admission control (2) bounds them.
+//  2. Admission control (admission.go) keeps the CPU raft needs: every
+//     new client connection attempt is admitted or refused before any
+//     cryptography (quic-go's ConnContext; a refusal is one
+//     CONNECTION_REFUSED packet). Full handshakes pass a token bucket
+//     (HandshakeRate, 400/s by default, about 40% of a core) whose rate
+//     halves while the Go scheduler wakes a 10ms ticker late by more than
+//     LagLimit (runnable goroutines, raft's among them, are waiting for a
+//     CPU) and grows back by a tenth per quiet 100ms. A host whose
+//     handshakes keep failing (no certificate) spends a per-host budget
+//     and is refused before it costs a signature; leader probes are
+//     limited per host. Clients take a refusal as "busy" and back off,
+//     jittered, from 80ms (package client). Established clients are
+//     never refused: keepalives, requests and raft traffic pass no gate.
+//  3. A failure detector that tells a dead leader from a slow one
+//     (crashdetect.go). A crashed leader's kernel closes its raft
+//     connections and its raft port refuses new ones; a slow, stopped or
+//     partitioned one does neither. A follower that reads EOF from the
+//     leader's connection dials its raft port; "connection refused"
+//     alone counts as death, and then the follower hands its own raft a
+//     TimeoutNow (what a leadership transfer sends), so it campaigns at
+//     once and the others vote without waiting out their timeouts
+//     (survivors take turns by id, 60ms apart, so they do not split the
+//     vote). Raft's rules on terms and logs are unchanged; only the wait
+//     is skipped, and only for a member that cannot be serving.
+//  4. Planned failover costs nothing: Close (SIGTERM) on a leader first
+//     transfers leadership (raft.LeadershipTransfer) to an up-to-date
+//     voter and closes its client connections with ConnNotLeader, so the
+//     clients move while the member still answers probes (handOff).
+//
+// Reconnect storms converge and lose nothing. After a leader change every
+// client reconnects to the new leader, which admits them at the rate it
+// can serve. The rule for their sessions (expiry.go), Chubby's grace
+// period: a new leader gives every session a full TTL plus a grace of
+// twice the time admitting one connection per session takes at
+// HandshakeRate (reconnectGrace), and it expires nothing while its
+// admission control has refused a connection attempt in the last second,
+// up to MaxReconnectGrace (45s) after it loaded the sessions
+// (expiryHeld). A client that is alive and trying is therefore never
+// expired because the leader was slow to take it back. Safety bound: a
+// dead client's session, its ephemerals and locks end at most TTL +
+// MaxReconnectGrace (+ ExpiryTick) after the leader change, and at most
+// TTL after its last keepalive otherwise; the lock-delay still separates
+// an expired holder from the next.
+//
 // # Failover timing
 //
-// The defaults (DefaultConfig; latchd's flags) are for a LAN: heartbeat
-// and election timeouts 100ms, leader lease 100ms, commit timeout 20ms,
-// pre-vote on (hashicorp/raft's default; latch never turns it off). The
-// chain a client feels when the leader dies, with its budget:
+// The chain a client feels when the leader dies, with its budget:
 //
-//  1. Members notice (100-300ms): the leader heartbeats every 10-20ms; a
-//     follower checks at random 100-200ms intervals and starts a pre-vote
-//     once it heard nothing for 100ms. Voters refuse while they still hear
-//     from a leader, so the election completes once a majority of the
-//     others timed out (with 3 members the second follower, with 5 the
-//     third of four).
-//  2. Elect (a few ms): pre-vote and vote round trips, the vote fsynced;
-//     then the leader commits its barrier (one fsync round), loads the
-//     lease table and is ready. A follower names a leader (NotLeaderError,
-//     probe answers) only while it heard from it within half a heartbeat
-//     timeout, so clients are told "no leader yet", never the dead one.
+//  1. Members notice. A crash (SIGKILL, a panic, the host's kernel
+//     killing it): at once, by the detector above (an EOF and a refused
+//     dial, well under a millisecond on a LAN). A stopped or cut-off
+//     leader: a follower checks at random 500ms-1s intervals and starts a
+//     pre-vote once it heard nothing for 500ms; voters refuse while they
+//     still hear from a leader, so the election completes once a majority
+//     of the others timed out (0.5-1s).
+//  2. Elect (a few ms): vote round trips, the vote fsynced; then the
+//     leader commits its barrier (one fsync round), loads the lease table
+//     and is ready. A follower names a leader (NotLeaderError, probe
+//     answers) only while it heard from it within half a heartbeat
+//     timeout and did not see it die, so clients are told "no leader
+//     yet", never the dead one.
 //  3. Clients notice (225-300ms, in parallel with 1-2): while a call
 //     waits, the client pings (a QUIC datagram the member echoes, see
 //     session.(*Conn).EchoPings) after a quarter of
 //     client.Config.FailureTimeout (300ms) of silence and closes after the
 //     rest (package client); idle connections only after
 //     IdleFailureTimeout (10s).
-//  4. Clients reconnect (a few ms): they probe every member at once with
-//     one datagram (probe.go, session.Probe), dial only the member that
-//     answers it is the ready leader, say Hello and resume their sessions;
-//     while members answer "no leader yet" they probe again every 20ms
-//     (less often after 300ms).
+//  4. Clients reconnect (a few ms each, admitted at HandshakeRate): they
+//     probe every member at once with one datagram (probe.go,
+//     session.Probe), dial only the member that answers it is the ready
+//     leader, say Hello and resume their sessions; while members answer
+//     "no leader yet" they probe again every 20ms (less often after
+//     300ms).
 //  5. First grant (one commit): the holder's release, retried on the new
 //     connection (a release is idempotent by request node), commits and
 //     the grant goes to the next waiter, which re-attached to its request.
 //
-// Total: max(1-2, 3) + 4 + 5, about 0.25-0.45s; `latch bench failover`
-// measures it (README, Failover).
+// Total for a crash: max(1-2, 3) + 4 + 5, about 0.3-0.4s; for a stopped or
+// partitioned leader 0.6-1.2s. `latch bench failover` measures both
+// (README, Failover).
 //
-// Safety with the faster timing:
+// Safety with this timing:
 //
 //   - Session leases do not depend on raft timing. A new leader gives
 //     every session a fresh full TTL from when it loads the table
 //     (expiry.go), so a session never expires earlier than TTL after its
 //     last acknowledged keepalive, whatever the number of elections.
-//     Elections under load cost clients a reconnection, never a session.
 //   - Keepalives are answered by the leader without a quorum check, so a
 //     deposed leader must stop answering before a successor can serve:
 //     LeaderLeaseTimeout is at most HeartbeatTimeout (equal by default).
@@ -175,20 +234,21 @@
 //     So the old leader stops acknowledging before the successor starts
 //     (by those rounds), an ack from it is for a keepalive sent before
 //     the new term, and the client's LeaseEnd (send time + TTL) is within
-//     the new leader's deadline. A paused leader (SIGSTOP) may answer a
-//     keepalive that waited in its socket before raft's lease check runs
-//     on resume; the client counts that lease from when it sent it, so
-//     the overlap is at most the part of the pause after the new leader
-//     loaded, and the lock-delay that separates an expired holder from
-//     the next one is far longer. (50ms, half the heartbeat timeout, made
-//     leaders on a loaded 2-core machine step down after 70-90ms stalls,
-//     each stall an election.)
+//     the new leader's deadline. The crash detector's shortcut skips the
+//     heartbeat timeout only when the old leader's raft port refuses
+//     connections: its process is gone (or its raft shut down, which
+//     Close and a storage fault do only after its client front stopped),
+//     so it answers no keepalive at all. A paused leader (SIGSTOP) may
+//     answer a keepalive that waited in its socket before raft's lease
+//     check runs on resume; the client counts that lease from when it
+//     sent it, so the overlap is at most the part of the pause after the
+//     new leader loaded, and the lock-delay that separates an expired
+//     holder from the next one is far longer.
 //   - Lock-delay and hold TTLs are stamped by the leader into the log and
 //     decided in Apply; the timing above does not change them.
 //   - A starved follower that times out does not depose a healthy leader:
 //     its pre-vote is refused by the members that still hear from the
-//     leader. A starved leader steps down after 100ms without a quorum;
-//     that costs an election, not safety.
+//     leader.
 //
 // # Testing
 //

@@ -39,6 +39,10 @@ type leaseKeeper struct {
 	// loaded: a backup restored on the leader replaces the sessions, and
 	// the table is loaded again.
 	restores uint64
+	// loadedAt is when the table was loaded (k.clock): expiry is held
+	// while clients are still being turned away, up to MaxReconnectGrace
+	// after it (expiryHeld).
+	loadedAt time.Time
 }
 
 // sessionUse returns the sessions open or opening in all, those of the
@@ -288,7 +292,7 @@ func (k *leaseKeeper) lead(stop <-chan struct{}, sub <-chan bool) bool {
 			}
 		}
 		wait := tick
-		if deadline, ok := k.table.NextDeadline(); ok {
+		if deadline, ok := k.table.NextDeadline(); ok && !k.expiryHeld() {
 			wait = min(max(deadline.Sub(k.clock.Now()), 0), tick)
 		}
 		timer.Reset(wait)
@@ -330,7 +334,7 @@ func (k *leaseKeeper) load() error {
 	grace := reconnectGrace(len(all), k.s.cfg.Admission.HandshakeRate, k.s.cfg.MaxReconnectGrace)
 	k.table.ResetAll(ttls, grace)
 	k.identity, k.count = identity, count
-	k.ready, k.term, k.restores = true, term, restores
+	k.ready, k.term, k.restores, k.loadedAt = true, term, restores, k.clock.Now()
 	k.s.log.Info("sessions loaded", "sessions", len(all), "term", term, "reconnect_grace", grace)
 	return nil
 }
@@ -339,6 +343,9 @@ func (k *leaseKeeper) load() error {
 // of ExpiryBatch. It returns false when this member can no longer propose
 // (it lost leadership or is stopping).
 func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
+	if k.expiryHeld() {
+		return true
+	}
 	for {
 		ids := k.table.Expired(k.s.cfg.ExpiryBatch)
 		if len(ids) == 0 {
@@ -375,13 +382,29 @@ func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
 
 // reconnectGrace is the time a new leader adds to every session's first
 // lease: twice what admitting one connection per session takes at the
-// admission rate (admission.go), at most limit. The rule and its bound: a
-// session whose client is alive and reconnecting is not expired because
-// the leader was slow to take it back; a dead client's session still ends
-// within TTL + limit of the leader change (ExpiryTick later at most).
+// admission rate (admission.go), at most limit. With expiryHeld it makes
+// the rule: a session whose client is alive and reconnecting is not
+// expired because the leader was slow to take it back; a dead client's
+// session still ends within TTL + limit of the leader change (ExpiryTick
+// later at most).
 func reconnectGrace(sessions int, rate float64, limit time.Duration) time.Duration {
 	if sessions == 0 || rate <= 0 {
 		return 0
 	}
 	return min(limit, time.Duration(2*float64(sessions)/rate*float64(time.Second)))
+}
+
+// expiryHeld reports whether expiry waits: within MaxReconnectGrace of
+// the table's load, while admission control turned a connection attempt
+// away in the last second. Those clients are alive and trying; the leader
+// is what is slow (Chubby's grace period, made to last as long as the
+// reconnect storm does, and no longer than MaxReconnectGrace).
+func (k *leaseKeeper) expiryHeld() bool {
+	k.mu.Lock()
+	loaded := k.loadedAt
+	k.mu.Unlock()
+	if loaded.IsZero() || k.clock.Now().Sub(loaded) >= k.s.cfg.MaxReconnectGrace {
+		return false
+	}
+	return k.s.front != nil && k.s.front.adm.refusedWithin(time.Second)
 }

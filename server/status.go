@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/hashicorp/raft"
@@ -39,6 +40,7 @@ func (s *Server) Status() (Status, error) {
 		HTTPAddr:         s.httpAddr,
 		Version:          build.Version,
 		Build:            build,
+		PID:              os.Getpid(),
 	}
 	st.SnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	members, err := s.Members()

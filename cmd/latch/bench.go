@@ -47,6 +47,15 @@ func init() {
                   share one config's TLS session tickets, so connections
                   resume; --full-handshakes gives each client its own, as
                   separate processes would have
+  storm           the sessions scenario with one connection and a full
+                  handshake per session (a reconnect storm's cost), counting
+                  leader changes (want 0); then, with --kill kill|stop, the
+                  leader (on this host: its admin status names its pid) is
+                  signalled while they are held, and every client's time
+                  back on the new leader, sessions lost and leader changes
+                  within --observe (want 1) are reported; with --flood D,
+                  lock cycles run for D quiet and D under a flood of
+                  certificate-less handshakes and probes at the leader
   all             one after the other: lock, set, watch (-n each); contended
                   with 64 clients on a connection each, a random lock per
                   cycle (--duration); set by 64 proposers on 8 connections
@@ -98,6 +107,9 @@ the leader's admin /metrics before and after the window).`,
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
+			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
+			fs.DurationVar(&c.Observe, "observe", bench.DefaultObserve, "storm: how long to watch after --kill before counting lost sessions and leader changes")
+			fs.DurationVar(&c.Flood, "flood", 0, "storm: lock cycles for this long without, then with, a flood of certificate-less handshakes and probes at the leader")
 			fs.BoolVar(&c.FullHandshakes, "full-handshakes", false, "sessions: every connection a full TLS handshake (no session tickets shared between clients)")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
 			fs.BoolVar(&c.RandomLock, "random", false, "contended: every cycle takes a random lock instead of lock i mod --locks")

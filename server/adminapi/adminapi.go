@@ -31,6 +31,9 @@ type Status struct {
 	ClientAddr       string         `json:"client_addr"`
 	HTTPAddr         string         `json:"http_addr"`
 	Members          []MemberStatus `json:"members"`
+	// PID is the member's process id, for tools on the same host (latch
+	// bench storm signals the leader with it).
+	PID int `json:"pid"`
 	// Version and Build describe the latchd binary answering.
 	Version string `json:"version"`
 	Build   Build  `json:"build"`

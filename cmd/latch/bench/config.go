@@ -34,10 +34,15 @@ const (
 	// ScenarioSessions: Sessions sessions opened, held for Window, closed,
 	// with the leader's CPU and memory measured.
 	ScenarioSessions = "sessions"
+	// ScenarioStorm: Sessions sessions, one connection and full handshake
+	// each, opened at once and held; then optionally the leader killed or
+	// stopped (Kill) and a handshake flood (Flood): leader changes, lost
+	// sessions, reconnect times.
+	ScenarioStorm = "storm"
 )
 
 // Scenarios lists every scenario, in the order the help shows them.
-var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions}
+var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions, ScenarioStorm}
 
 // Defaults of Config (see the fields).
 const (
@@ -51,6 +56,7 @@ const (
 	DefaultDataSize         = 100
 	DefaultMaxTime          = 10 * time.Minute
 	DefaultOpTimeout        = 10 * time.Second
+	DefaultObserve          = 30 * time.Second
 	defaultContendedConns   = 4
 )
 
@@ -98,6 +104,16 @@ type Config struct {
 	// Off, the connections share Client.TLS's tickets (session.ClientTLS
 	// keeps them) and resume the session of an earlier one.
 	FullHandshakes bool
+	// Kill is what storm does to the leader while its sessions are held:
+	// "kill" (SIGKILL), "stop" (SIGSTOP, SIGCONT at the end) or "" (none).
+	// The leader must run on this host (its admin status names its pid).
+	Kill string
+	// Observe is how long storm watches after Kill before it counts lost
+	// sessions and leader changes. Default DefaultObserve.
+	Observe time.Duration
+	// Flood makes storm run lock cycles for Flood without, then Flood
+	// with, a flood of certificate-less handshakes and leader probes.
+	Flood time.Duration
 	// Admin is the leader's admin HTTP address (host:port) for sessions.
 	// Default: the leader's as the cluster's member list reports it.
 	Admin string
@@ -150,6 +166,11 @@ func (c Config) withDefaults() Config {
 	case ScenarioSessions:
 		set(&c.Concurrency, DefaultOpeners)
 		set(&c.Conns, 1)
+	case ScenarioStorm:
+		// The storm is many separate clients: a connection and a full
+		// handshake per session.
+		set(&c.Concurrency, DefaultOpeners)
+		c.Conns, c.FullHandshakes = c.Sessions, true
 	default:
 		set(&c.Concurrency, 1)
 		set(&c.Conns, 1)
@@ -162,6 +183,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Window == 0 {
 		c.Window = DefaultWindow
+	}
+	if c.Observe == 0 {
+		c.Observe = DefaultObserve
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = DefaultOpTimeout
@@ -195,10 +219,16 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"Duration", c.Duration}, {"Window", c.Window}, {"OpTimeout", c.OpTimeout}, {"MaxTime", c.MaxTime}} {
+	}{{"Duration", c.Duration}, {"Window", c.Window}, {"OpTimeout", c.OpTimeout}, {"MaxTime", c.MaxTime}, {"Observe", c.Observe}, {"Flood", c.Flood}} {
 		if f.v < 0 {
 			return bad(f.name, "%v is negative", f.v)
 		}
+	}
+	if c.Kill != "" && c.Kill != "kill" && c.Kill != "stop" {
+		return bad("Kill", "%q: want kill, stop or nothing", c.Kill)
+	}
+	if (c.Kill != "" || c.Flood > 0) && c.Scenario != ScenarioStorm {
+		return bad("Kill", "only the storm scenario signals or floods the leader")
 	}
 	d := c.withDefaults()
 	switch {
@@ -210,7 +240,7 @@ func (c Config) Validate() error {
 		return bad("Conns", "%d connections for %d clients", d.Conns, d.Concurrency)
 	case d.Scenario == ScenarioWatch && (d.Concurrency != 1 || d.Conns != 1):
 		return bad("Concurrency", "watch runs one writer and one watcher on their own connections")
-	case d.Scenario != ScenarioSessions && d.Scenario != ScenarioContended && d.Conns > d.Concurrency:
+	case d.Scenario != ScenarioSessions && d.Scenario != ScenarioStorm && d.Scenario != ScenarioContended && d.Conns > d.Concurrency:
 		return bad("Conns", "%d connections for %d goroutines", d.Conns, d.Concurrency)
 	}
 	if c.Prefix != "" && (!strings.HasPrefix(c.Prefix, "/") || c.Prefix == "/" || strings.HasSuffix(c.Prefix, "/")) {

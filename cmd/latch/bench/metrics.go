@@ -102,6 +102,7 @@ type adminStatus struct {
 	ID    string `json:"id"`
 	State string `json:"state"`
 	Term  uint64 `json:"term"`
+	PID   int    `json:"pid"`
 }
 
 // status reads the member's /v1/status: the sessions scenario checks that

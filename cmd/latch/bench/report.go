@@ -29,6 +29,7 @@ type Report struct {
 
 	Contention *Contention  `json:"contention,omitempty"`
 	Sessions   *SessionLoad `json:"sessions,omitempty"`
+	Storm      *Storm       `json:"storm,omitempty"`
 
 	// Truncated is set when the run stopped early (MaxTime passed or it
 	// was interrupted): the figures cover what completed.
@@ -129,7 +130,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		return
 	}
 	switch r.Scenario {
-	case ScenarioSessions:
+	case ScenarioSessions, ScenarioStorm:
 		row("sessions", "%d opened by %s on %s", r.Ops, plural(r.Concurrency, "opener"), plural(r.Conns, "connection"))
 		row("elapsed", "%s", dur(r.Elapsed))
 		row("open rate", "%s sessions/s", num(r.OpsPerSec))
@@ -178,6 +179,24 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("bench CPU", "%.1f%% of one core", s.BenchCPUPercent)
 		row("lost sessions", "%d", s.Lost)
 		row("close rate", "%s sessions/s", num(s.CloseRate))
+	}
+	if s := r.Storm; s != nil {
+		row("leader changes", "%d while opening and holding (want 0)", s.OpenLeaderChanges)
+		if s.OpenError != "" {
+			row("open failed", "%s", s.OpenError)
+		}
+		if k := s.Kill; k != nil {
+			row("signal", "SIG%s to the leader %s; watched %s", strings.ToUpper(k.Signal), k.Leader, dur(k.Observe))
+			row("leader changes", "%d after the signal (want 1), new leader %s", k.LeaderChanges, k.NewLeader)
+			row("lost, failed", "%d sessions lost, %d first calls failed", k.Lost, k.Failed)
+			row("reconnect", "p50 %s, p90 %s, p99 %s, max %s (%d clients)", dur(k.Reconnect.P50), dur(k.Reconnect.P90), dur(k.Reconnect.P99), dur(k.Reconnect.Max), k.Reconnect.Count)
+			row("new leader admitted", "%d full and %d resumed handshakes; %d attempts refused for load", k.FullHandshakes, k.Resumed, k.RefusedForLoad)
+		}
+		if f := s.Flood; f != nil {
+			row("lock cycles, quiet", "%s/s, p99 %s (%s)", num(f.QuietCyclesPerSec), dur(f.QuietP99), dur(f.Duration))
+			row("lock cycles, flooded", "%s/s, p99 %s; the flood: %d handshakes without a certificate, %d probes", num(f.FloodedCyclesPerSec), dur(f.FloodedP99), f.Attempts, f.Probes)
+			row("leader changes", "%d under the flood (want 0)", f.LeaderChanges)
+		}
 	}
 	if r.Truncated {
 		row("truncated", "yes: stopped early, figures cover what completed")

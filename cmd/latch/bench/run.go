@@ -63,6 +63,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		err = r.contended(rep)
 	case ScenarioSessions:
 		err = r.sessions(rep)
+	case ScenarioStorm:
+		err = r.storm(rep)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("latch: bench %s: %w", cfg.Scenario, err)

@@ -27,6 +27,20 @@ import (
 // so that every session has renewed once and the open burst is over; its
 // resident memory at the end of the window.
 func (r *runner) sessions(rep *Report) error {
+	h, _, err := r.holdSessions(rep)
+	if h != nil {
+		defer h.closeClients()
+		if err == nil {
+			rep.Sessions.CloseRate = rate(h.closeSessions())
+		}
+	}
+	return err
+}
+
+// holdSessions opens the sessions and measures the leader while they are
+// held; the caller closes them. It returns what it opened (nil when it
+// failed before) and the leader's scraper.
+func (r *runner) holdSessions(rep *Report) (*held, *scraper, error) {
 	cfg := r.cfg
 	admin, leaderID := cfg.Admin, ""
 	if admin == "" {
@@ -34,14 +48,14 @@ func (r *runner) sessions(rep *Report) error {
 		members, err := r.ctl.Members(ctx)
 		cancel()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if leaderID, admin, err = leaderAdmin(members); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if !cfg.AllowRemote {
 			if err := checkLoopback(admin); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 	}
@@ -50,28 +64,27 @@ func (r *runner) sessions(rep *Report) error {
 	defer cancel()
 	st0, err := sc.status(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if st0.State != "Leader" || (leaderID != "" && st0.ID != leaderID) {
-		return fmt.Errorf("%w: %s is %s %s", ErrAdminNotLeader, admin, st0.State, st0.ID)
+		return nil, nil, fmt.Errorf("%w: %s is %s %s", ErrAdminNotLeader, admin, st0.State, st0.ID)
 	}
 	idle, before, err := r.idleCPU(sc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	r.logf("leader %s (admin %s): RSS %s, CPU %.1f%% before opening %d sessions", st0.ID, admin, bytes(before.rss), idle, cfg.Sessions)
 
-	h := &held{r: r, sessions: make([]*client.Session, cfg.Sessions)}
-	defer h.closeClients()
 	hctx, hcancel := r.opCtx()
 	res0, full0, counted, err := sc.handshakes(hctx, st0.ID)
 	hcancel()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	h := &held{r: r, sessions: make([]*client.Session, cfg.Sessions)}
 	opened, openTime, openLat, err := h.open()
 	if err != nil {
-		return err
+		return h, sc, err
 	}
 	finish(rep, opened, openTime, OpLatency{Op: "open", Latency: Summarize(openLat)})
 	load := &SessionLoad{Sessions: opened, OpenRate: rep.OpsPerSec, Leader: st0.ID, LeaderAdmin: admin, LeaderIdleCPUPercent: idle}
@@ -83,7 +96,7 @@ func (r *runner) sessions(rep *Report) error {
 		res1, full1, _, err := sc.handshakes(hctx, st0.ID)
 		hcancel()
 		if err != nil {
-			return err
+			return h, sc, err
 		}
 		res, full := res1-res0, full1-full0
 		load.Resumed, load.FullHandshakes = &res, &full
@@ -93,11 +106,10 @@ func (r *runner) sessions(rep *Report) error {
 
 	if opened == cfg.Sessions {
 		if err := r.measure(rep, sc, h, before, st0); err != nil {
-			return err
+			return h, sc, err
 		}
 	}
-	load.CloseRate = rate(h.closeSessions())
-	return nil
+	return h, sc, nil
 }
 
 // idleCPU measures the leader's CPU over Window/5 before any bench

@@ -1,0 +1,390 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/session"
+)
+
+// Storm is what the storm scenario adds: the stability measurements of a
+// cluster under a connection storm (server/doc.go, "No leader change
+// without a failure").
+type Storm struct {
+	// OpenLeaderChanges counts leader changes seen while the sessions
+	// opened and were held (it must be 0); OpenError is the first failed
+	// open, if any.
+	OpenLeaderChanges int    `json:"open_leader_changes"`
+	OpenError         string `json:"open_error,omitempty"`
+	// Kill is the signal sent to the leader ("kill", "stop") while the
+	// sessions were held, and what followed within Observe.
+	Kill *StormKill `json:"kill,omitempty"`
+	// Flood compares lock cycles without and with a flood of handshakes
+	// without a certificate and of leader probes.
+	Flood *StormFlood `json:"flood,omitempty"`
+}
+
+// StormKill is the failover of a storm run.
+type StormKill struct {
+	Signal  string `json:"signal"`
+	Leader  string `json:"leader"`
+	Observe Millis `json:"observe_ms"`
+	// LeaderChanges counts leader changes within Observe of the signal
+	// (1: the failover and nothing more).
+	LeaderChanges int `json:"leader_changes"`
+	// Lost counts held sessions that ended; Failed the clients whose first
+	// call after the signal failed.
+	Lost   int `json:"lost"`
+	Failed int `json:"failed"`
+	// Reconnect is the time from the signal to each client's first
+	// successful call on the new leader.
+	Reconnect Latency `json:"reconnect"`
+	// NewLeader and what its admission control did meanwhile: attempts
+	// refused for load, handshakes full and resumed.
+	NewLeader      string `json:"new_leader"`
+	RefusedForLoad int    `json:"refused_for_load"`
+	FullHandshakes int    `json:"full_handshakes"`
+	Resumed        int    `json:"resumed_handshakes"`
+}
+
+// StormFlood is the flood comparison of a storm run.
+type StormFlood struct {
+	Duration Millis `json:"duration_ms"`
+	// Quiet and Flooded are the certificate client's lock cycles.
+	QuietCyclesPerSec   float64 `json:"quiet_cycles_per_sec"`
+	QuietP99            Millis  `json:"quiet_p99_ms"`
+	FloodedCyclesPerSec float64 `json:"flooded_cycles_per_sec"`
+	FloodedP99          Millis  `json:"flooded_p99_ms"`
+	// Attempts and Probes are what the flood sent; LeaderChanges what it
+	// cost (it must be 0).
+	Attempts      int64 `json:"handshake_attempts"`
+	Probes        int64 `json:"probes"`
+	LeaderChanges int   `json:"leader_changes"`
+}
+
+// termWatch polls every endpoint's term and leader and counts changes.
+type termWatch struct {
+	r    *runner
+	mu   sync.Mutex
+	seen map[string]bool // "term leader" pairs seen
+	n    int             // changes since mark
+	last string
+	stop chan struct{}
+	done chan struct{}
+}
+
+// termPoll is how often termWatch asks.
+const termPoll = 200 * time.Millisecond
+
+func (r *runner) watchTerms() *termWatch {
+	w := &termWatch{r: r, seen: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w.poll()
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(termPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.poll()
+			}
+		}
+	}()
+	return w
+}
+
+// poll asks every endpoint; a leader in a term not seen before is a
+// change (the first one seen is the starting point).
+func (w *termWatch) poll() {
+	for _, addr := range w.r.cfg.Client.Endpoints {
+		ctx, cancel := context.WithTimeout(w.r.base, termPoll)
+		st, err := w.r.ctl.StatusOf(ctx, addr)
+		cancel()
+		if err != nil || st.State != "leader" {
+			continue
+		}
+		key := fmt.Sprintf("%d %s", st.Term, st.ID)
+		w.mu.Lock()
+		if !w.seen[key] {
+			if len(w.seen) > 0 {
+				w.n++
+			}
+			w.seen[key] = true
+			w.last = st.ID
+		}
+		w.mu.Unlock()
+	}
+}
+
+// take returns the changes since the last take and starts counting anew.
+func (w *termWatch) take() int {
+	w.poll()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.n
+	w.n = 0
+	return n
+}
+
+func (w *termWatch) close() {
+	close(w.stop)
+	<-w.done
+}
+
+// storm opens and holds Sessions sessions (one connection and full
+// handshake each), then optionally signals the leader (Kill) and floods
+// it (Flood), counting leader changes, lost sessions and failed calls.
+func (r *runner) storm(rep *Report) error {
+	st := &Storm{}
+	tw := r.watchTerms()
+	defer tw.close()
+	h, sc, err := r.holdSessions(rep)
+	st.OpenLeaderChanges = tw.take()
+	rep.Storm = st
+	if h != nil {
+		defer h.closeClients()
+	}
+	if err != nil {
+		if h == nil {
+			return err
+		}
+		st.OpenError = err.Error()
+	}
+	if r.cfg.Kill != "" && h != nil && sc != nil {
+		if err := r.kill(st, h, sc, tw); err != nil {
+			return err
+		}
+	}
+	if h != nil && rep.Sessions != nil {
+		rep.Sessions.CloseRate = rate(h.closeSessions())
+	}
+	if r.cfg.Flood > 0 {
+		return r.flood(st, tw)
+	}
+	return nil
+}
+
+// kill signals the leader (its pid from its admin status: the run is on
+// its host) and measures every client's way back.
+func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
+	ctx, cancel := r.opCtx()
+	ast, err := sc.status(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if ast.PID <= 0 {
+		return fmt.Errorf("%w: the leader's status names no pid (an older latchd?)", ErrBadConfig)
+	}
+	sig := syscall.SIGKILL
+	if r.cfg.Kill == "stop" {
+		sig = syscall.SIGSTOP
+		defer syscall.Kill(ast.PID, syscall.SIGCONT)
+	}
+	k := &StormKill{Signal: r.cfg.Kill, Leader: ast.ID, Observe: Millis(r.cfg.Observe)}
+	st.Kill = k
+	tw.take()
+	r.logf("sending SIG%s to the leader %s (pid %d)", map[bool]string{true: "KILL", false: "STOP"}[sig == syscall.SIGKILL], ast.ID, ast.PID)
+	t0 := time.Now()
+	if err := syscall.Kill(ast.PID, sig); err != nil {
+		return fmt.Errorf("signal the leader: %w", err)
+	}
+	// The new leader's counters, read as soon as it is known.
+	var before struct {
+		sc                 *scraper
+		id                 string
+		refused, res, full int
+	}
+	lat := make([]time.Duration, 0, len(h.clients))
+	var mu sync.Mutex
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range h.clients {
+		if c == nil {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.base, 60*time.Second)
+			defer cancel()
+			if _, _, err := c.Exists(ctx, "/"); err != nil {
+				failed.Add(1)
+				return
+			}
+			d := time.Since(t0)
+			mu.Lock()
+			lat = append(lat, d)
+			mu.Unlock()
+		})
+	}
+	if sc2, id, err := r.leaderScraper(ast.ID); err == nil {
+		before.sc, before.id = sc2, id
+		ctx, cancel := r.opCtx()
+		before.refused, _ = sc2.counter(ctx, "latch_admission_refused_total")
+		before.res, before.full, _, _ = sc2.handshakes(ctx, id)
+		cancel()
+	}
+	wg.Wait()
+	k.Reconnect = Summarize(lat)
+	k.Failed = int(failed.Load())
+	sleep(r.mctx, time.Until(t0.Add(r.cfg.Observe)))
+	k.Lost = h.lost()
+	k.LeaderChanges = tw.take()
+	if before.sc != nil {
+		ctx, cancel := r.opCtx()
+		refused, _ := before.sc.counter(ctx, "latch_admission_refused_total")
+		res, full, _, _ := before.sc.handshakes(ctx, before.id)
+		cancel()
+		k.NewLeader = before.id
+		k.RefusedForLoad = refused - before.refused
+		k.Resumed, k.FullHandshakes = res-before.res, full-before.full
+	}
+	return nil
+}
+
+// leaderScraper waits for a leader other than old and returns a scraper
+// of its admin endpoint.
+func (r *runner) leaderScraper(old string) (*scraper, string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := r.opCtx()
+		members, err := r.ctl.Members(ctx)
+		cancel()
+		if err == nil {
+			if id, admin, err := leaderAdmin(members); err == nil && id != old {
+				return newScraper(admin, r.cfg.OpTimeout, r.cfg.Client.TLS), id, nil
+			}
+		}
+		if !sleep(r.mctx, 20*time.Millisecond) {
+			break
+		}
+	}
+	return nil, "", fmt.Errorf("%w: no new leader within 30s", ErrNoAdmin)
+}
+
+// flood runs lock cycles on the run's own client for Flood without, then
+// Flood with, a flood of certificate-less handshakes and leader probes
+// at the leader.
+func (r *runner) flood(st *Storm, tw *termWatch) error {
+	ctx, cancel := r.opCtx()
+	members, err := r.ctl.Members(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var target string
+	for _, m := range members {
+		if m.Leader {
+			target = m.ClientAddr
+		}
+	}
+	if target == "" {
+		return fmt.Errorf("%w: no member is marked leader", ErrNoAdmin)
+	}
+	f := &StormFlood{Duration: Millis(r.cfg.Flood)}
+	st.Flood = f
+	tw.take()
+	f.QuietCyclesPerSec, f.QuietP99 = r.cycles(r.cfg.Flood)
+	noCert := r.cfg.Client.TLS.Clone()
+	noCert.Certificates, noCert.GetClientCertificate, noCert.ClientSessionCache = nil, nil, nil
+	fctx, fcancel := context.WithCancel(r.mctx)
+	var wg sync.WaitGroup
+	var attempts, probes atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			for fctx.Err() == nil {
+				dctx, cancel := context.WithTimeout(fctx, time.Second)
+				if c, err := session.Dial(dctx, target, noCert, session.Config{}); err == nil {
+					c.Close()
+				}
+				cancel()
+				attempts.Add(1)
+			}
+		})
+	}
+	for range 8 {
+		wg.Go(func() {
+			for fctx.Err() == nil {
+				pctx, cancel := context.WithTimeout(fctx, 20*time.Millisecond)
+				session.Probe(pctx, target, 0)
+				cancel()
+				probes.Add(1)
+			}
+		})
+	}
+	f.FloodedCyclesPerSec, f.FloodedP99 = r.cycles(r.cfg.Flood)
+	fcancel()
+	wg.Wait()
+	f.Attempts, f.Probes = attempts.Load(), probes.Load()
+	f.LeaderChanges = tw.take()
+	return nil
+}
+
+// cycles runs lock/unlock on one lock of the run's own session for d and
+// returns cycles/s and the p99 of a cycle.
+func (r *runner) cycles(d time.Duration) (float64, Millis) {
+	m := client.NewMutex(r.ctl.Session(), r.path("storm-lock"))
+	var lat []time.Duration
+	start := time.Now()
+	for time.Since(start) < d && r.mctx.Err() == nil {
+		ctx, cancel := r.opCtx()
+		t0 := time.Now()
+		err := m.Lock(ctx)
+		if err == nil {
+			err = m.Unlock(ctx)
+		}
+		cancel()
+		if err != nil {
+			r.logf("lock cycle: %v", err)
+			continue
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	s := Summarize(lat)
+	return float64(len(lat)) / time.Since(start).Seconds(), s.P99
+}
+
+// counter sums a counter's samples over all its labels.
+func (s *scraper) counter(ctx context.Context, name string) (int, error) {
+	var sum float64
+	err := s.get(ctx, "/metrics", func(rd io.Reader) error {
+		var err error
+		sum, err = sumSeries(rd, name)
+		return err
+	})
+	return int(sum), err
+}
+
+// sumSeries sums the samples of the series name (every label set) in
+// the Prometheus text read from rd.
+func sumSeries(rd io.Reader, name string) (float64, error) {
+	var sum float64
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != '{' && line[len(name)] != ' ') {
+			continue
+		}
+		fields := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: bad value %q", name, fields[0])
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
