@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -29,8 +30,8 @@ import (
 //     refused" counts as death; a dial that connects or times out (a
 //     stopped process, a partition) leaves raft's timeouts in charge.
 //   - A follower that saw the leader dead starts an election at once, the
-//     way a leadership transfer does: it hands its own raft a TimeoutNow,
-//     so it campaigns without a pre-vote and the others vote for it even
+//     way a leadership transfer does: it sends its own raft a TimeoutNow
+//     (over raft's transport, as the leader would), so it campaigns without a pre-vote and the others vote for it even
 //     though they have not timed out the old leader yet (they still
 //     check its log and term as always: raft's safety is untouched; only
 //     the wait is skipped). To avoid a split vote, the surviving voters
@@ -42,9 +43,13 @@ import (
 //     nothing (Close stops the client front before raft; a storage fault
 //     stops both).
 type crashDetector struct {
-	self    raft.ServerID
-	raft    atomic.Pointer[raft.Raft] // set once raft runs
-	inject  chan<- raft.RPC           // the raft transport's consumer channel
+	self raft.ServerID
+	raft atomic.Pointer[raft.Raft] // set once raft runs
+	// trans sends this member's raft its TimeoutNow over raft's own
+	// transport (a member may dial itself: its certificate is a
+	// member's), so it arrives the way a leadership transfer's does.
+	trans   raft.Transport
+	addr    raft.ServerAddress // this member's raft address
 	log     *slog.Logger
 	stop    <-chan struct{}
 	kick    chan struct{}
@@ -121,13 +126,8 @@ func (d *crashDetector) check() {
 	if lid == "" || r.State() != raft.Follower {
 		return
 	}
-	c, err := net.DialTimeout("tcp", string(addr), crashDial)
-	if err == nil {
-		c.Close() // alive: raft's timeouts decide
-		return
-	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return // slow, stopped or cut off: not a sure sign
+	if !portDead(string(addr)) {
+		return // alive (slow, stopped) or cut off: raft's timeouts decide
 	}
 	d.dead.Store(lid)
 	rank := d.rank(lid)
@@ -143,20 +143,38 @@ func (d *crashDetector) check() {
 			return
 		case <-t.C:
 		}
-		if _, now := r.LeaderWithID(); now != "" || r.State() != raft.Follower {
+		if _, now := r.LeaderWithID(); (now != "" && now != lid) || r.State() != raft.Follower {
 			return // someone was elected, or raft moved on by itself
 		}
 	}
 	if r.State() != raft.Follower {
 		return
 	}
-	resp := make(chan raft.RPCResponse, 1)
-	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(lid), Addr: []byte(addr)}}
-	select {
-	case d.inject <- raft.RPC{Command: req, RespChan: resp}:
-		d.elected.Add(1)
-	case <-d.stop:
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(d.self), Addr: []byte(d.addr)}}
+	if err := d.trans.TimeoutNow(d.self, d.addr, req, &raft.TimeoutNowResponse{}); err != nil {
+		d.log.Warn("could not start the election at once; raft's timeout will", "err", err)
+		return
 	}
+	d.elected.Add(1)
+	d.log.Info("campaigning at once: the leader crashed", "leader", lid)
+}
+
+// portDead reports whether nothing serves addr: the dial is refused, or
+// it connects and is reset at once. The second case is a crash seen
+// mid-way: the dead process's kernel sent FIN on its connections before
+// it closed its listening socket, and the dial landed in the backlog of a
+// socket about to go. A live member's TLS layer waits for our hello
+// instead, silent until the deadline; a stopped one's kernel accepts and
+// waits too. Only refusal or reset counts.
+func portDead(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, crashDial)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(crashDial))
+	_, err = c.Read(make([]byte, 1))
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }
 
 // rank is this member's place among the voters other than dead, by id; -1
@@ -175,38 +193,3 @@ func (d *crashDetector) rank(dead raft.ServerID) int {
 	slices.Sort(ids)
 	return slices.Index(ids, d.self)
 }
-
-// raftTransport is raft's NetworkTransport with one more source of RPCs:
-// the crash detector's TimeoutNow, handed to this member's own raft.
-type raftTransport struct {
-	*raft.NetworkTransport
-	rpcs chan raft.RPC
-}
-
-// wrapTransport returns inner with a second source of RPCs; run forwards
-// inner's until stop.
-func wrapTransport(inner *raft.NetworkTransport) *raftTransport {
-	return &raftTransport{NetworkTransport: inner, rpcs: make(chan raft.RPC)}
-}
-
-func (t *raftTransport) run(stop <-chan struct{}) {
-	inner := t.NetworkTransport
-	{
-		in := inner.Consumer()
-		for {
-			select {
-			case rpc := <-in:
-				select {
-				case t.rpcs <- rpc:
-				case <-stop:
-					return
-				}
-			case <-stop:
-				return
-			}
-		}
-	}
-}
-
-// Consumer implements raft.Transport.
-func (t *raftTransport) Consumer() <-chan raft.RPC { return t.rpcs }

@@ -41,9 +41,8 @@ type Server struct {
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
-	rtrans    *raftTransport // trans as raft consumes it (crashdetect.go)
-	crash     *crashDetector
-	faults    *faultLayer // under raft's TLS stream layer with Config.FaultInjection; else nil
+	crash     *crashDetector // crashdetect.go
+	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	snapLimit snapLimiter
 	front     *front    // the client listener, dispatch, watches, leases (quic.go)
@@ -257,8 +256,7 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	s.goFunc(func() { s.rtrans.run(s.stop) })
-	r, err := raft.NewRaft(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.rtrans)
+	r, err := raft.NewRaft(s.raftConfig(), s.fsm, s.logs, s.raftStore, s.snaps, s.trans)
 	if err != nil {
 		return fmt.Errorf("latch: start raft: %w", err)
 	}

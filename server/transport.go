@@ -8,8 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -165,7 +165,9 @@ func (c *tlsServerConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
-	if err != nil && c.layer.peerClosed != nil && c.member != "" && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+	if err != nil && c.layer.peerClosed != nil && c.member != "" && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// EOF, a reset, anything but a deadline: the crash detector
+		// decides with a dial whether the peer is gone.
 		c.ended.Do(func() { c.layer.peerClosed(c.member) })
 	}
 	return n, err
@@ -210,8 +212,7 @@ func (s *Server) newRaftTransport(m *session.MemberTLS) error {
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 	})
-	s.rtrans = wrapTransport(s.trans)
-	s.crash.inject = s.rtrans.rpcs
 	s.raftAddr = string(s.trans.LocalAddr())
+	s.crash.trans, s.crash.addr = s.trans, s.trans.LocalAddr()
 	return nil
 }
