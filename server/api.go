@@ -98,6 +98,7 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
+	hosts         apiHostSet // the Host names it answers to (api_guard.go)
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -126,6 +127,7 @@ func (s *Server) openAPI() error {
 	}
 	a.ln = tls.NewListener(ln, conf)
 	a.addr = ln.Addr().String()
+	a.hosts = a.apiHosts()
 	a.routes = a.routeTable()
 	s.api = a
 	s.front.observe(a)
@@ -337,6 +339,9 @@ func (a *apiFront) handler() http.Handler {
 				apiError(w, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 			}
 		}()
+		if !a.guard(w, r) {
+			return
+		}
 		if p := r.URL.Path; strings.Contains(p, "//") || strings.Contains(p+"/", "/./") || strings.Contains(p+"/", "/../") {
 			// ServeMux would redirect to the cleaned path: refuse instead.
 			apiError(w, fmt.Errorf("%w: %q has an empty, . or .. component", namespace.ErrBadPath, p))

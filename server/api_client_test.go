@@ -91,6 +91,9 @@ func (c *apiClient) raw(addr, method, path string, body any, hdr ...string) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json") // hdr may say otherwise
+	}
 	for _, h := range hdr {
 		k, v, _ := strings.Cut(h, ":")
 		req.Header.Set(k, strings.TrimSpace(v))
