@@ -299,5 +299,8 @@
 // lock-s-NNNNNNNNNN are reserved for request nodes: a create of one, or a
 // lock path with one as a component, fails with ErrReservedName (a
 // hand-made one would collide with a later request's sequential name and
-// make every later lock on its parent fail).
+// make every later lock on its parent fail). A node named CellMapName
+// (latch-cellmap) is a deployment's cell map, which clients route by:
+// only an admin of it may create, set or delete it or anything below it
+// (cellmap.go).
 package namespace
