@@ -96,6 +96,10 @@ func (c *apiClient) raw(addr, method, path string, body any, hdr ...string) (int
 	}
 	for _, h := range hdr {
 		k, v, _ := strings.Cut(h, ":")
+		if k == "Host" {
+			req.Host = strings.TrimSpace(v)
+			continue
+		}
 		req.Header.Set(k, strings.TrimSpace(v))
 	}
 	resp, err := c.hc.Do(req)
