@@ -306,6 +306,7 @@ func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody
 	return info, cc, err == nil && r.Header.Get(hdrSession) == "", err
 }
 
+// findHeld is heldBy's search and checks.
 func (a *apiFront) findHeld(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, error) {
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
