@@ -90,6 +90,19 @@ func TestAPIImplicitLeaseTakeover(t *testing.T) {
 	c.Nodes[li].Kill(t)
 	nl := c.WaitLeader(t)
 	via := c.Nodes[nl].APIAddr
+	// The TTL the renewal set was in the log: the new leader has it.
+	servertest.Eventually(t, "the session TTL on the new leader", func() error {
+		code, out, err := api.raw(via, "GET", "/api/v1/sessions", nil)
+		if err != nil || code != 200 {
+			return fmt.Errorf("%d %v %v", code, out, err)
+		}
+		for _, x := range out.list("sessions") {
+			if x := apiReply(x.(map[string]any)); x.num("id") == a.num("session_id") && x.num("ttl_ms") == 45000 {
+				return nil
+			}
+		}
+		return fmt.Errorf("session %d not listed with TTL 45000: %v", a.num("session_id"), out)
+	})
 	if e := api.do(401, via, "POST", lock+"/renew", map[string]any{"client_id": "w1", "fencing_token": token}); e.str("name") != "UnknownSession" {
 		t.Fatalf("takeover after the leader change: %v", e)
 	}
