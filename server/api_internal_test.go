@@ -239,6 +239,7 @@ func FuzzAPIHandler(f *testing.F) {
 		{"POST", "/api/v1/multi", `{"ops":[{"op":"create","path":"/m"},{"op":"check","path":"/m","version":0}]}`, ""},
 		{"POST", "/api/v1/locks/l/acquire", `{"client_id":"c","ttl_ms":1000,"wait_timeout_ms":10}`, ""},
 		{"POST", "/api/v1/locks/l/release", `{"client_id":"c","fencing_token":3}`, ""},
+		{"POST", "/api/v1/locks/l/renew", `{"fencing_token":3,"lease_token":"3.00ff","ttl_ms":5000}`, ""},
 		{"POST", "/api/v1/elections/e/campaign", `{"data":"v"}`, "1.00"},
 		{"GET", "/api/v1/children/?limit=1&after=a", "", ""},
 		{"GET", "/api/v1/watch/?kind=recursive", "", ""},
