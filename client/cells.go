@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
 )
 
@@ -25,8 +26,10 @@ var ErrCrossCell = errors.New("latch: the request spans cells: split it per cell
 type CellMap map[string][]string
 
 // CellMapNode is the node of the map cell that holds the replicated cell
-// map, JSON-encoded: /<mapcell>/cells.
-func CellMapNode(mapCell string) string { return "/" + mapCell + "/cells" }
+// map, JSON-encoded: /<mapcell>/latch-cellmap. The name is reserved
+// (namespace.CellMapName): once ACLs are enforced only an admin may
+// write it, so a map read from it was written by an admin.
+func CellMapNode(mapCell string) string { return "/" + mapCell + "/" + namespace.CellMapName }
 
 // Validate checks that every cell name is one path component and has
 // endpoints.
@@ -59,6 +62,19 @@ func ParseCellMap(b []byte) (CellMap, error) {
 	return f.Cells, nil
 }
 
+// checkMapCell validates m as the map of the map cell mapCell: a map that
+// lacks its own map cell would leave its readers no way to find the next
+// map.
+func (m CellMap) checkMapCell(mapCell string) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if _, ok := m[mapCell]; !ok {
+		return fmt.Errorf("%w: the cell map lacks its map cell %q", ErrBadConfig, mapCell)
+	}
+	return nil
+}
+
 // ReadCellMapFile reads a cell map file (ParseCellMap).
 func ReadCellMapFile(path string) (CellMap, error) {
 	b, err := os.ReadFile(path)
@@ -78,9 +94,10 @@ func (m CellMap) Encode() []byte {
 
 // PublishCellMap writes m to CellMapNode(mapCell) through c, a client of
 // the map cell, creating the node the first time: running Cells clients
-// whose MapCell is mapCell pick it up by watch.
+// whose MapCell is mapCell pick it up by watch. c's identity must be an
+// admin (ErrPermissionDenied otherwise), and m must name the map cell.
 func PublishCellMap(ctx context.Context, c *Client, mapCell string, m CellMap) error {
-	if err := m.Validate(); err != nil {
+	if err := m.checkMapCell(mapCell); err != nil {
 		return err
 	}
 	p := CellMapNode(mapCell)
@@ -387,8 +404,11 @@ func (x *Cells) refresh(ctx context.Context, mc *Client) error {
 		return err
 	}
 	m, err := ParseCellMap(b)
+	if err == nil {
+		err = m.checkMapCell(x.cfg.MapCell)
+	}
 	if err != nil {
-		x.cfg.Logger.Warn("ignoring a bad replicated cell map", "node", CellMapNode(x.cfg.MapCell), "err", err)
+		x.cfg.Logger.Warn("ignoring a bad replicated cell map; keeping the last one", "node", CellMapNode(x.cfg.MapCell), "err", err)
 		return nil
 	}
 	x.mu.Lock()

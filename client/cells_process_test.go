@@ -18,10 +18,12 @@ import (
 )
 
 // startCells starts two cells of three latchd processes each (--cell a,
-// --cell b) and returns them with a TLS config trusting both.
+// --cell b) and returns them with a TLS config trusting both. Cell a is
+// the map cell; clients without a certificate are its admins, so they may
+// publish the map (TestCellMapAdminOnly shows a non-admin may not).
 func startCells(t *testing.T) (a, b *proc.Cluster, cfg Config) {
 	t.Helper()
-	a = proc.StartCluster(t, 3, "--cell", "a")
+	a = proc.StartCluster(t, 3, "--cell", "a", "--admins", proc.AdminName+`,""`)
 	b = proc.StartCluster(t, 3, "--cell", "b")
 	a.WaitLeader(t)
 	b.WaitLeader(t)

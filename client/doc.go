@@ -160,7 +160,11 @@
 // CellsConfig.Map; with MapCell it is replicated data of that cell, the
 // JSON node CellMapNode(MapCell) written by PublishCellMap (or `latch
 // cells publish`). The client reads it at DialCells and watches it; each
-// change is read again and used for the next dial of a cell. While the map
+// change is read again and used for the next dial of a cell. The node's
+// name is reserved: only an admin identity may write it (the cell's Apply
+// decides), so clients never follow a map another identity wrote; a map
+// that does not parse or lacks its own map cell is refused and the last
+// good one kept. While the map
 // cell is down the client keeps the last map it read (and the bootstrap
 // map if it never read one); cells already dialed keep their connections,
 // which follow their own members, whatever the map says.

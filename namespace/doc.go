@@ -190,8 +190,10 @@
 // waiting writer holds back later readers, and readers in a row are
 // granted together. OpLockCancel{Path: node, Session} withdraws a request,
 // waiting or held (then it is a release); OpLockRelease needs it held;
-// OpLockRenew restarts a held lock's hold TTL. Lock ops are refused inside
-// OpMulti.
+// OpLockRenew restarts a held lock's hold TTL; with HoldTTLMillis it sets
+// a new hold TTL first, with TTLMillis a new TTL of the owning session
+// (both in one command: the HTTP API's implicit leases change their TTL
+// so). Lock ops are refused inside OpMulti.
 //
 // Grants happen inside Apply: Result.Grants lists them and each has an
 // EventLockGranted (Path: the node, Session: the owner). The fencing token
@@ -297,5 +299,8 @@
 // lock-s-NNNNNNNNNN are reserved for request nodes: a create of one, or a
 // lock path with one as a component, fails with ErrReservedName (a
 // hand-made one would collide with a later request's sequential name and
-// make every later lock on its parent fail).
+// make every later lock on its parent fail). A node named CellMapName
+// (latch-cellmap) is a deployment's cell map, which clients route by:
+// only an admin of it may create, set or delete it or anything below it
+// (cellmap.go).
 package namespace

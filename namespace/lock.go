@@ -102,6 +102,7 @@ const (
 type lockOp struct {
 	kind lockOpKind
 	req  *lockReq
+	ttl  int64 // lockRenew: the new hold TTL (ms), 0: unchanged
 }
 
 func (c *cmdCtx) locks() *lockIndex { return c.b.s.locks }
@@ -274,21 +275,45 @@ func (c *cmdCtx) lockRelease(cmd *Command) error {
 
 // lockRenew restarts the hold TTL from now. A lock without a hold TTL has
 // nothing to renew, and renewing it succeeds; one whose deadline passed is
-// lost, even before the tick that removes it.
+// lost, even before the tick that removes it. HoldTTLMillis, when set,
+// replaces the hold TTL before it restarts (a lock without one gets
+// one); TTLMillis, when set, replaces the TTL of the owning session (the
+// leader checked it against its session bounds and restarts the lease):
+// a lease-per-lock client changes both in one command.
 func (c *cmdCtx) lockRenew(cmd *Command) error {
 	q, err := c.ownedRequest(cmd)
 	if err != nil {
 		return err
 	}
 	switch {
+	case cmd.HoldTTLMillis < 0 || cmd.HoldTTLMillis > maxLockMillis:
+		return fmt.Errorf("%w: hold TTL %dms", ErrBadCommand, cmd.HoldTTLMillis)
+	case cmd.TTLMillis < 0 || cmd.TTLMillis > maxLockMillis:
+		return fmt.Errorf("%w: session TTL %dms", ErrBadCommand, cmd.TTLMillis)
 	case !q.granted:
 		return fmt.Errorf("%w: %s is waiting", ErrLockNotHeld, cmd.Path)
-	case q.holdTTL == 0:
-		return nil
-	case q.deadline <= c.now:
+	case q.holdTTL != 0 && q.deadline <= c.now:
 		return fmt.Errorf("%w: %s: hold TTL ran out at %d", ErrLockNotHeld, cmd.Path, q.deadline)
 	}
-	c.lockOps = append(c.lockOps, lockOp{kind: lockRenew, req: q})
+	if cmd.TTLMillis != 0 {
+		v, ok, err := c.getRaw(sessionKey(cmd.Session))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %d", ErrNoSession, cmd.Session)
+		}
+		si, err := decodeSession(cmd.Session, v)
+		if err != nil {
+			return err
+		}
+		si.TTLMillis = cmd.TTLMillis
+		c.putRaw(sessionKey(cmd.Session), appendSession(nil, &si))
+	}
+	if q.holdTTL == 0 && cmd.HoldTTLMillis == 0 {
+		return nil
+	}
+	c.lockOps = append(c.lockOps, lockOp{kind: lockRenew, req: q, ttl: cmd.HoldTTLMillis})
 	return nil
 }
 
@@ -385,6 +410,9 @@ func (c *cmdCtx) applyLockOps() {
 			ix.toPhantom(q, c.now)
 			c.putRaw(lockKey(q.rev), appendLockRecord(nil, q))
 		case lockRenew:
+			if op.ttl != 0 {
+				q.holdTTL = op.ttl
+			}
 			ix.renew(q, c.now)
 			c.putRaw(lockKey(q.rev), appendLockRecord(nil, q))
 		}

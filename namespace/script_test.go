@@ -30,7 +30,7 @@ var update = flag.Bool("update", false, "rewrite golden outputs in testdata/name
 //	get PATH  stat PATH  exists PATH  ls PATH [AFTER [LIMIT]]
 //	session SID  sessions  members  dump
 //	lock [-s] [-ttl MS] [-delay MS] SID PATH [DATA]   (-delay -1: NoLockDelay)
-//	unlock SID NODE  cancel SID NODE  renew SID NODE
+//	unlock SID NODE  cancel SID NODE  renew [-ttl MS] [-session-ttl MS] SID NODE
 //	lockinfo NODE  queue PATH  sequencer PATH MODE TOKEN SID  timer
 //	as ID[:SID] COMMAND       run COMMAND with Identity ID ("" as "") and, for set/delete, Session SID
 //	aclboot DEFAULT [ID PREFIX RIGHTS]...    aclset ID PREFIX RIGHTS...    aclrm ID PREFIX...
@@ -359,6 +359,14 @@ func (e *scriptEnv) command(lines []string) *Command {
 		cmd.Op, cmd.ACL = OpACLRemove, e.rules(rest, 2)
 	case "unlock", "cancel", "renew":
 		cmd.Op = map[string]Op{"unlock": OpLockRelease, "cancel": OpLockCancel, "renew": OpLockRenew}[args[0]]
+		for len(rest) > 2 && (rest[0] == "-ttl" || rest[0] == "-session-ttl") {
+			if rest[0] == "-ttl" {
+				cmd.HoldTTLMillis = int64(mustInt(e.t, rest[1]))
+			} else {
+				cmd.TTLMillis = int64(mustInt(e.t, rest[1]))
+			}
+			rest = rest[2:]
+		}
 		cmd.Session, cmd.Path = uint64(mustInt(e.t, rest[0])), rest[1]
 	default:
 		e.t.Fatalf("unknown script command %q", args[0])

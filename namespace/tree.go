@@ -68,6 +68,9 @@ func (c *cmdCtx) createNode(cmd *Command, r *Result, lockOwn bool) error {
 		if err := t.check(c.identity, p, PermCreate); err != nil {
 			return err
 		}
+		if err := c.checkCellMap(p); err != nil {
+			return err
+		}
 	}
 	if existing, err := c.node(p); err != nil {
 		return err
@@ -137,6 +140,9 @@ func (c *cmdCtx) set(cmd *Command, r *Result) error {
 	if err := c.authorize(cmd.Path, PermWrite); err != nil {
 		return err
 	}
+	if err := c.checkCellMap(cmd.Path); err != nil {
+		return err
+	}
 	n, err := c.existing(cmd.Path, cmd.Version)
 	if err != nil {
 		return err
@@ -160,6 +166,9 @@ func (c *cmdCtx) delete(cmd *Command) error {
 		return fmt.Errorf("%w", ErrRootImmutable)
 	}
 	if err := c.authorize(cmd.Path, PermDelete); err != nil {
+		return err
+	}
+	if err := c.checkCellMap(cmd.Path); err != nil {
 		return err
 	}
 	n, err := c.existing(cmd.Path, cmd.Version)

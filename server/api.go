@@ -27,8 +27,11 @@ package server
 //     on every request as a resume would check it. A lock request without
 //     a session may give client_id and ttl_ms: it then holds the lock on an
 //     implicit lease, a session of its own with TTL ttl_ms (clamped into
-//     the session bounds) and a hold TTL of ttl_ms; renew keeps both alive,
-//     release closes that session.
+//     the session bounds) and a hold TTL of ttl_ms. The acquire answer's
+//     lease_token (that session's token: its secret is in the log, so any
+//     later leader checks it) is what renew and release need; client_id is
+//     only a label the queue shows. Renew keeps both alive (and may change
+//     ttl_ms), release closes that session.
 //   - Errors are {"code": session.Code, "name", "message"} with an HTTP
 //     status per code (apiStatus). Bodies are JSON objects of at most
 //     Transport.MaxFrameSize bytes with no unknown fields.
@@ -50,7 +53,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,16 +100,10 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
+	hosts         apiHostSet // the Host names it answers to (api_guard.go)
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
-
-	// implicit are the implicit-lease sessions this member opened that
-	// are still open: releasing their lock closes them. (After a leader
-	// change the new leader does not know them; they then expire with
-	// their TTL.)
-	mu       sync.Mutex
-	implicit map[uint64]struct{}
 }
 
 // openAPI binds the API listener (port 0 resolves before Start).
@@ -115,7 +111,7 @@ func (s *Server) openAPI() error {
 	if s.cfg.APIAddr == "" {
 		return nil
 	}
-	a := &apiFront{s: s, f: s.front, log: s.log.With("front", "api"), implicit: map[uint64]struct{}{}}
+	a := &apiFront{s: s, f: s.front, log: s.log.With("front", "api")}
 	conf, err := a.tlsConfig()
 	if err != nil {
 		return err
@@ -126,36 +122,10 @@ func (s *Server) openAPI() error {
 	}
 	a.ln = tls.NewListener(ln, conf)
 	a.addr = ln.Addr().String()
+	a.hosts = a.apiHosts()
 	a.routes = a.routeTable()
 	s.api = a
-	s.front.observe(a)
 	return nil
-}
-
-// Applied forgets implicit leases whose session ended. It runs on the
-// FSM goroutine and never blocks for long.
-func (a *apiFront) Applied(results []*namespace.Result) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.implicit) == 0 {
-		return
-	}
-	for _, r := range results {
-		for i := range r.Events {
-			switch ev := &r.Events[i]; ev.Type {
-			case namespace.EventSessionClosed, namespace.EventSessionExpired:
-				delete(a.implicit, ev.Session)
-			}
-		}
-	}
-}
-
-// isImplicit reports whether id is an implicit lease this member opened.
-func (a *apiFront) isImplicit(id uint64) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.implicit[id]
-	return ok
 }
 
 // apiAddr is the API address other members forward to ("" without one).
@@ -337,6 +307,9 @@ func (a *apiFront) handler() http.Handler {
 				apiError(w, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 			}
 		}()
+		if !a.guard(w, r) {
+			return
+		}
 		if p := r.URL.Path; strings.Contains(p, "//") || strings.Contains(p+"/", "/./") || strings.Contains(p+"/", "/../") {
 			// ServeMux would redirect to the cleaned path: refuse instead.
 			apiError(w, fmt.Errorf("%w: %q has an empty, . or .. component", namespace.ErrBadPath, p))

@@ -91,8 +91,15 @@ func (c *apiClient) raw(addr, method, path string, body any, hdr ...string) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json") // hdr may say otherwise
+	}
 	for _, h := range hdr {
 		k, v, _ := strings.Cut(h, ":")
+		if k == "Host" {
+			req.Host = strings.TrimSpace(v)
+			continue
+		}
 		req.Header.Set(k, strings.TrimSpace(v))
 	}
 	resp, err := c.hc.Do(req)

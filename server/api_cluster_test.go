@@ -177,12 +177,14 @@ func TestAPIEndToEnd(t *testing.T) {
 	if first := q[0].(map[string]any); first["client_id"] != "w1" || first["granted"] != true || q[1].(map[string]any)["granted"] != false {
 		t.Fatalf("queue: %v", q)
 	}
-	rn := api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/renew", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token"), "ttl_ms": 20000})
+	lease1 := a1.str("lease_token")
+	rn := api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/renew", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token"), "ttl_ms": 20000, "lease_token": lease1})
 	if rn["renewed"] != true || rn.str("new_expires_at") == "" {
 		t.Fatalf("renew: %v", rn)
 	}
-	api.do(409, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w3", "fencing_token": a1.num("fencing_token")})
-	api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token")})
+	api.do(409, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w3", "fencing_token": a1.num("fencing_token"), "lease_token": lease1})
+	api.do(401, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token")})
+	api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token"), "lease_token": lease1})
 	for _, x := range api.do(200, f, "GET", "/api/v1/sessions", nil).list("sessions") {
 		if uint64(x.(map[string]any)["id"].(float64)) == a1.num("session_id") {
 			t.Fatalf("the implicit lease %d outlived its release", a1.num("session_id"))
@@ -193,7 +195,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		if a2["acquired"] != true || a2.num("fencing_token") <= a1.num("fencing_token") {
 			t.Fatalf("waiter after release: %v (first token %d)", a2, a1.num("fencing_token"))
 		}
-		api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"client_id": "w2", "fencing_token": a2.num("fencing_token")})
+		api.do(200, f, "POST", "/api/v1/locks/jobs/nightly/release", map[string]any{"fencing_token": a2.num("fencing_token"), "lease_token": a2.str("lease_token")})
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiting acquire was not granted on release")
 	}

@@ -130,7 +130,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	api.do(200, f, "POST", "/api/v1/elections/services/billing/campaign", map[string]any{"data": "10.0.0.7:8080"}, "Latch-Session: "+s.str("token"))
 	wait("the election's leader", `#elections tr[data-election="/services/billing"]`)
 	shot("console.png")
-	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"client_id": "worker-1", "fencing_token": a1.num("fencing_token")})
+	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"fencing_token": a1.num("fencing_token"), "lease_token": a1.str("lease_token")})
 	var a2 apiReply
 	select {
 	case a2 = <-waited:
@@ -145,7 +145,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	wait("a child in the expanded tree", `#tree li[data-path="/services/search"]`)
 	shot("console-handover.png")
-	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"client_id": "worker-2", "fencing_token": a2.num("fencing_token")})
+	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"fencing_token": a2.num("fencing_token"), "lease_token": a2.str("lease_token")})
 	gone("the released queue", `[data-lock="/jobs/report"]`)
 	api.do(200, f, "DELETE", "/api/v1/sessions/"+fmt.Sprint(s.num("session_id")), nil, "Latch-Session: "+s.str("token"))
 	gone("the election's leader after its session closed", `#elections tr[data-election="/services/billing"]`)

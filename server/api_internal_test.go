@@ -86,11 +86,38 @@ func TestAPIBadInput(t *testing.T) {
 		{"bad session id", "POST", "/api/v1/sessions/abc/keepalive", "", nil, 400, session.CodeBadCommand},
 		{"negative session TTL", "POST", "/api/v1/sessions", `{"ttl_ms":-5}`, nil, 400, session.CodeBadCommand},
 		{"no console file", "GET", "/console/nope.js", "", nil, 404, session.CodeNoRoute},
+		// The browser's world (api_guard.go): the bodies a form or a
+		// no-cors fetch can send, other origins, other Host names.
+		{"text/plain body", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Content-Type: text/plain"}, 415, session.CodeMalformed},
+		{"form body", "POST", "/api/v1/nodes/a", `data=x`, []string{"Content-Type: application/x-www-form-urlencoded"}, 415, session.CodeMalformed},
+		{"multipart body", "POST", "/api/v1/multi", `--b--`, []string{"Content-Type: multipart/form-data; boundary=b"}, 415, session.CodeMalformed},
+		{"body without a type", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Content-Type:"}, 415, session.CodeMalformed},
+		{"another origin", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Origin: https://evil.example"}, 403, session.CodePermissionDenied},
+		{"another port's origin", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Origin: https://127.0.0.1:1"}, 403, session.CodePermissionDenied},
+		{"null origin", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Origin: null"}, 403, session.CodePermissionDenied},
+		{"cross-site fetch", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Sec-Fetch-Site: cross-site"}, 403, session.CodePermissionDenied},
+		{"same-site fetch", "POST", "/api/v1/locks/l/acquire", `{"client_id":"c","ttl_ms":1000}`, []string{"Sec-Fetch-Site: same-site"}, 403, session.CodePermissionDenied},
+		{"cross-site read", "GET", "/api/v1/nodes/", "", []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: cors"}, 403, session.CodePermissionDenied},
+		{"cross-site navigation that writes", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: navigate"}, 403, session.CodePermissionDenied},
+		{"rebound host", "GET", "/api/v1/nodes/", "", []string{"Host: evil.example"}, 403, session.CodePermissionDenied},
+		{"rebound host and port", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Host: evil.example:7423"}, 403, session.CodePermissionDenied},
+		{"another IP", "GET", "/api/v1/nodes/", "", []string{"Host: 10.1.2.3"}, 403, session.CodePermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			for _, h := range tc.hdr {
 				k, v, _ := strings.Cut(h, ":")
+				if k == "Host" {
+					req.Host = strings.TrimSpace(v)
+					continue
+				}
+				if strings.TrimSpace(v) == "" {
+					req.Header.Del(k)
+					continue
+				}
 				req.Header.Set(k, strings.TrimSpace(v))
 			}
 			resp, err := hc.Do(req)
@@ -168,6 +195,7 @@ func TestAPIOpenAPI(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, d.method, "https://"+s.APIAddr()+p, strings.NewReader("{}"))
 		req.Header.Set(hdrSession, sess.Token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(req)
 		if err != nil {
 			cancel()
@@ -211,6 +239,7 @@ func FuzzAPIHandler(f *testing.F) {
 		{"POST", "/api/v1/multi", `{"ops":[{"op":"create","path":"/m"},{"op":"check","path":"/m","version":0}]}`, ""},
 		{"POST", "/api/v1/locks/l/acquire", `{"client_id":"c","ttl_ms":1000,"wait_timeout_ms":10}`, ""},
 		{"POST", "/api/v1/locks/l/release", `{"client_id":"c","fencing_token":3}`, ""},
+		{"POST", "/api/v1/locks/l/renew", `{"fencing_token":3,"lease_token":"3.00ff","ttl_ms":5000}`, ""},
 		{"POST", "/api/v1/elections/e/campaign", `{"data":"v"}`, "1.00"},
 		{"GET", "/api/v1/children/?limit=1&after=a", "", ""},
 		{"GET", "/api/v1/watch/?kind=recursive", "", ""},
@@ -227,10 +256,11 @@ func FuzzAPIHandler(f *testing.F) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, method, "https://latch"+path, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, "https://127.0.0.1"+path, bytes.NewReader(body))
 		if err != nil {
 			return
 		}
+		req.Header.Set("Content-Type", "application/json")
 		if tok != "" && !strings.ContainsAny(tok, "\r\n") {
 			req.Header.Set(hdrSession, tok)
 		}

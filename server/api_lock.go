@@ -6,6 +6,13 @@ package server
 // withdrawn and acquired is false), or the client goes away (withdrawn).
 // A granted lock stays held by its session after the answer; release,
 // renew and the queue name it by fencing token (or request node).
+//
+// An implicit lease (client_id + ttl_ms, no session) is a session of
+// its own: the acquire answer's lease_token is that session's token, and
+// renew and release need it (ErrBadSecret without it), so what the queue
+// shows (client_id, fencing_token) cannot take the lock over. The secret
+// went through the log with the session's open, so a renewal after a
+// leader change is checked as before it.
 
 import (
 	"context"
@@ -31,6 +38,7 @@ type apiLockBody struct {
 	Mode              string `json:"mode"`
 	LockDelayMillis   int64  `json:"lock_delay_ms"`
 	FencingToken      uint64 `json:"fencing_token"`
+	LeaseToken        string `json:"lease_token"`
 	Term              uint64 `json:"term"`
 	Node              string `json:"node"`
 	apiData
@@ -146,6 +154,7 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 	}
 	l := a.f.locks
 	implicit := sid == 0
+	var leaseToken string // an implicit lease's: renew and release need it
 	if implicit {
 		if election || in.ClientID == "" || in.TTLMillis == 0 {
 			hint := "client_id and ttl_ms for an implicit lease"
@@ -161,9 +170,7 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 			return
 		}
 		sid = resp.Session
-		a.mu.Lock()
-		a.implicit[sid] = struct{}{}
-		a.mu.Unlock()
+		leaseToken = sessionToken(sid, resp.Secret)
 	}
 	// giveUp ends an implicit lease that holds nothing.
 	giveUp := func() {
@@ -225,7 +232,7 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 			apiError(w, fmt.Errorf("%w: %s %s", session.ErrNotHeld, lw.node, gone))
 			return
 		case granted:
-			a.granted(w, r, c, res.Path, token, sid, res.Index, election)
+			a.granted(w, res.Path, token, sid, res.Index, election, leaseToken)
 			return
 		}
 		select {
@@ -253,29 +260,54 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 }
 
 // granted answers a grant.
-func (a *apiFront) granted(w http.ResponseWriter, r *http.Request, c caller, node string, token, sid, rev uint64, election bool) {
+func (a *apiFront) granted(w http.ResponseWriter, node string, token, sid, rev uint64, election bool, leaseToken string) {
 	out := map[string]any{"acquired": true, "fencing_token": token, "node": node, "session_id": sid, "revision": rev}
 	if election {
 		out = map[string]any{"leader": true, "term": token, "node": node, "session_id": sid, "revision": rev}
 	}
-	// Every grant says when it ends unless renewed: its hold deadline, or
-	// without a hold TTL its session's lease end (keepalives move it).
-	if info, err := a.s.store.Lock(node); err == nil && info.Deadline != 0 {
-		out["expires_at"], out["expires_with"] = jsonTime(info.Deadline), "hold_ttl"
-		out["ttl_ms"] = info.HoldTTLMillis
-	} else if left := a.f.keep.expiresIn(sid); left > 0 {
-		out["expires_at"], out["expires_with"] = time.Now().Add(left).UTC().Format(time.RFC3339Nano), "session"
+	if leaseToken != "" {
+		out["lease_token"] = leaseToken
 	}
+	a.lockEnd(out, "expires_at", node, sid)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// lockEnd says when the lock node ends unless renewed, into out[key]:
+// the earlier of its hold deadline and its session's lease end (keepalives
+// and renewals move that), and which one it is (expires_with "hold_ttl"
+// or "session"). An implicit lease whose ttl_ms is above the session
+// bounds ends with its session first.
+func (a *apiFront) lockEnd(out map[string]any, key, node string, sid uint64) {
+	var end time.Time
+	with := ""
+	if info, err := a.s.store.Lock(node); err == nil && info.Deadline != 0 {
+		end, with = time.Unix(0, info.Deadline), "hold_ttl"
+		out["ttl_ms"] = info.HoldTTLMillis
+	}
+	if left := a.f.keep.expiresIn(sid); left > 0 {
+		if s := time.Now().Add(left); with == "" || s.Before(end) {
+			end, with = s, "session"
+		}
+	}
+	if with != "" {
+		out[key], out["expires_with"] = end.UTC().Format(time.RFC3339Nano), with
+	}
 }
 
 // heldBy finds the request path's lock the body names (node, or
 // fencing_token / term among the granted) and checks that the caller may
 // act for it: its session is the request's, or, without a session, the
-// body's client_id is the request's data and the caller's identity the
-// one that opened its implicit lease. It returns a connection with the
-// lock's session attached.
-func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, error) {
+// body's lease_token is the token of the request's implicit lease (its
+// session's secret, checked as a resume checks it, identity included)
+// and client_id, when given, the request's data. It returns a connection
+// with the lock's session attached, and whether the lease token named it.
+func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, bool, error) {
+	info, cc, err := a.findHeld(r, c, path, in)
+	return info, cc, err == nil && r.Header.Get(hdrSession) == "", err
+}
+
+// findHeld is heldBy's search and checks.
+func (a *apiFront) findHeld(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, error) {
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
 		return namespace.LockInfo{}, nil, err
@@ -317,26 +349,38 @@ func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody
 		}
 		return info, cc, nil
 	}
-	if in.ClientID == "" {
-		return info, nil, fmt.Errorf("%w: give a session token in %s, or the client_id that acquired the lock", session.ErrUnknownSession, hdrSession)
+	if in.LeaseToken == "" {
+		return info, nil, fmt.Errorf("%w: give the lease_token the acquire answered (or a session token in %s); client_id and fencing_token alone do not prove you hold %s",
+			session.ErrUnknownSession, hdrSession, info.Node)
 	}
-	data, _, err := a.s.store.Get(info.Node)
+	id, secret, err := parseSessionToken(in.LeaseToken)
+	if err == nil && id != info.Session {
+		err = errors.New("another lease's token")
+	}
+	if err == nil {
+		err = a.checkSecret(id, secret, c.identity)
+	}
 	if err != nil {
-		return info, nil, lockWireError(err)
+		return info, nil, fmt.Errorf("%w: lease_token is not the token of the lease that holds %s", session.ErrBadSecret, info.Node)
 	}
-	si, err := a.s.store.Session(info.Session)
-	if err != nil || string(data) != in.ClientID || si.Identity != c.identity {
-		return info, nil, fmt.Errorf("%w: %s is not held by client_id %q", session.ErrNotHeld, info.Node, in.ClientID)
+	if in.ClientID != "" {
+		data, _, err := a.s.store.Get(info.Node)
+		if err != nil {
+			return info, nil, lockWireError(err)
+		}
+		if string(data) != in.ClientID {
+			return info, nil, fmt.Errorf("%w: %s is not held by client_id %q", session.ErrNotHeld, info.Node, in.ClientID)
+		}
 	}
 	cc.attach(info.Session)
 	return info, cc, nil
 }
 
-// release withdraws the named request (held or waiting). An implicit
-// lease this member opened is closed with it; one opened under an
-// earlier leader holds nothing afterwards and expires with its TTL.
+// release withdraws the named request (held or waiting). Named by its
+// lease token, the implicit lease is closed with it, whichever leader
+// opened it.
 func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody, election bool) {
-	info, cc, err := a.heldBy(r, c, path, in)
+	info, cc, byLease, err := a.heldBy(r, c, path, in)
 	if err != nil {
 		if election && errors.Is(err, session.ErrNotHeld) {
 			writeJSON(w, http.StatusOK, map[string]any{"resigned": false}) // not leading either way
@@ -346,7 +390,7 @@ func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, pat
 		return
 	}
 	req := &session.Request{Type: session.MsgLockRelease, Node: info.Node, Session: info.Session}
-	if r.Header.Get(hdrSession) == "" && a.isImplicit(info.Session) {
+	if byLease {
 		// The implicit lease holds only this lock: closing it releases
 		// the lock and ends the lease in one command.
 		req = &session.Request{Type: session.MsgCloseSession, Session: info.Session}
@@ -364,30 +408,33 @@ func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, pat
 }
 
 // renew restarts the lock's hold TTL and renews its session's lease.
+// ttl_ms, when given, becomes the hold TTL, and for an implicit lease the
+// session's TTL too (clamped into the session bounds), in one command.
 func (a *apiFront) renew(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody) {
-	info, cc, err := a.heldBy(r, c, path, in)
+	info, cc, byLease, err := a.heldBy(r, c, path, in)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	if in.TTLMillis != 0 && in.TTLMillis != info.HoldTTLMillis {
-		apiError(w, fmt.Errorf("%w: ttl_ms %d: a renewal restarts the TTL given at acquire (%d)", namespace.ErrBadCommand, in.TTLMillis, info.HoldTTLMillis))
+	if in.TTLMillis < 0 {
+		apiError(w, fmt.Errorf("%w: ttl_ms %d is negative", namespace.ErrBadCommand, in.TTLMillis))
 		return
 	}
 	if _, err := a.call(r, cc, &session.Request{Type: session.MsgKeepAlive, Session: info.Session}); err != nil {
 		apiError(w, err)
 		return
 	}
-	resp, err := a.call(r, cc, &session.Request{Type: session.MsgLockRenew, Node: info.Node, Session: info.Session})
+	req := &session.Request{Type: session.MsgLockRenew, Node: info.Node, Session: info.Session, HoldTTLMillis: in.TTLMillis}
+	if byLease {
+		req.TTLMillis = in.TTLMillis
+	}
+	resp, err := a.call(r, cc, req)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
 	out := map[string]any{"renewed": true, "fencing_token": info.Token, "node": info.Node, "revision": resp.Rev}
-	if now, err := a.s.store.Lock(info.Node); err == nil && now.Deadline != 0 {
-		out["new_expires_at"] = jsonTime(now.Deadline)
-		out["ttl_ms"] = now.HoldTTLMillis
-	}
+	a.lockEnd(out, "new_expires_at", info.Node, info.Session)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -519,7 +566,7 @@ func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c call
 	case "resign":
 		a.release(w, r, c, path, in, true)
 	case "proclaim":
-		info, cc, err := a.heldBy(r, c, path, in)
+		info, cc, _, err := a.heldBy(r, c, path, in)
 		if err != nil {
 			apiError(w, err)
 			return

@@ -49,6 +49,12 @@ type Config struct {
 	// the client front's certificate); "" serves no API. latchd's default
 	// is DefaultAPIAddr. Port 0 picks a free port.
 	APIAddr string
+	// APIHosts are names, besides the defaults, that the API answers to in
+	// the Host header: by default the host of APIAddr (every IP address
+	// when it is unspecified), localhost, 127.0.0.1, ::1 and the names and
+	// addresses of the client front's certificate. Any other Host is
+	// refused (DNS rebinding). "*" accepts every Host.
+	APIHosts []string
 	// APIMaxRequests bounds the API requests (long polls included, event
 	// streams not) one member serves at once; more are refused with
 	// ErrBusy. Default 4096.
@@ -321,6 +327,11 @@ func (c *Config) Validate() error {
 	if c.APIAddr != "" {
 		if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
 			return bad("APIAddr", "%q is not host:port: %v", c.APIAddr, err)
+		}
+	}
+	for _, h := range c.APIHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ \t") && net.ParseIP(strings.Trim(h, "[]")) == nil {
+			return bad("APIHosts", "%q is not a host name or IP address", h)
 		}
 	}
 	for _, a := range []struct{ field, addr string }{

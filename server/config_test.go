@@ -30,6 +30,8 @@ func TestConfigValidate(t *testing.T) {
 		{"RaftAdvertise", func(c *Config) { c.RaftAdvertise = "0.0.0.0:7421" }},
 		{"HTTPAdvertise", func(c *Config) { c.HTTPAdvertise = "10.0.0.1:0" }},
 		{"Bootstrap", func(c *Config) { c.Bootstrap = []Peer{{ID: "n2", RaftAddr: "127.0.0.1:1"}} }},
+		{"APIHosts", func(c *Config) { c.APIHosts = []string{"https://latch.example"} }},
+		{"APIHosts", func(c *Config) { c.APIHosts = []string{""} }},
 		{"Cell", func(c *Config) { c.Cell = "a/b" }},
 		{"Cell", func(c *Config) { c.Cell = "." }},
 		{"Bootstrap", func(c *Config) {

@@ -95,7 +95,10 @@
 //     handlers; locks through the lock service's waiters; watches through
 //     the watch hub. Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
-//     presenting this member's own certificate. api.go says the rest.
+//     presenting this member's own certificate. api.go says the rest;
+//     api_guard.go what it refuses from browsers (non-JSON bodies,
+//     cross-site requests, foreign Host names) and the security headers
+//     every answer carries.
 //   - Integrity: a storage fault in the namespace store, or a state hash
 //     that a majority of members disagrees with (hashcheck.go: the leader
 //     proposes OpHashCheck every HashCheckInterval, every member hashes

@@ -209,6 +209,11 @@ func (k *leaseKeeper) isReady() bool {
 // renew extends id's lease; false when it is unknown or expiring.
 func (k *leaseKeeper) renew(id uint64) (time.Duration, bool) { return k.table.Renew(id) }
 
+// retime restarts id's lease with a new TTL, one a committed command
+// recorded (a lease-per-lock renewal); false when it is unknown or
+// expiring.
+func (k *leaseKeeper) retime(id uint64, ttl time.Duration) bool { return k.table.Retime(id, ttl) }
+
 // expiresIn is the lease id has left as this member sees it (0 when it is
 // not the serving leader or does not know id).
 func (k *leaseKeeper) expiresIn(id uint64) time.Duration {

@@ -702,7 +702,9 @@ func (l *lockService) release(_ context.Context, c *clientConn, req *session.Req
 	return &session.Response{Rev: res.Index}, nil
 }
 
-// renew handles MsgLockRenew: the hold TTL of Node starts again.
+// renew handles MsgLockRenew: the hold TTL of Node starts again, as
+// HoldTTLMillis when set; TTLMillis, when set, becomes the session's TTL
+// (clamped into the session bounds, as at open) and restarts its lease.
 func (l *lockService) renew(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
 	if req.Node == "" {
 		return nil, fmt.Errorf("%w: renew names no request node", namespace.ErrBadCommand)
@@ -710,9 +712,21 @@ func (l *lockService) renew(_ context.Context, c *clientConn, req *session.Reque
 	if err := l.f.keep.serving(); err != nil {
 		return nil, err
 	}
-	res, err := l.proposeLock(&namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session, Identity: c.identity})
+	cmd := &namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session, Identity: c.identity, HoldTTLMillis: req.HoldTTLMillis}
+	var sessionTTL time.Duration
+	if req.TTLMillis != 0 {
+		ttl, err := l.f.grantTTL(req.TTLMillis)
+		if err != nil {
+			return nil, err
+		}
+		sessionTTL, cmd.TTLMillis = ttl, ttl.Milliseconds()
+	}
+	res, err := l.proposeLock(cmd)
 	if err != nil {
 		return nil, err
+	}
+	if sessionTTL != 0 && !l.f.keep.retime(req.Session, sessionTTL) {
+		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
 	}
 	resp := &session.Response{Rev: res.Index}
 	if info, err := l.f.s.store.Lock(req.Node); err == nil {

@@ -85,6 +85,21 @@ func (t *LeaseTable) Renew(id uint64) (ttl time.Duration, ok bool) {
 	return l.ttl, true
 }
 
+// Retime gives session id a new TTL and restarts its lease with it. ok is
+// false, as for Renew, when the table does not know id or its expiry has
+// begun.
+func (t *LeaseTable) Retime(id uint64, ttl time.Duration) (ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, found := t.byID[id]
+	if !found || l.index < 0 {
+		return false
+	}
+	l.ttl = ttl
+	t.schedule(l, t.clock.Now().Add(ttl))
+	return true
+}
+
 // Remove forgets session id: call it when its close or expiry is applied.
 func (t *LeaseTable) Remove(id uint64) {
 	t.mu.Lock()

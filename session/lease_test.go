@@ -276,3 +276,32 @@ func BenchmarkLeaseTableRenew(b *testing.B) {
 		lt.Renew(uint64(i % n))
 	}
 }
+
+// Retime changes a lease's TTL for this and every later renewal, and
+// refuses a lease whose expiry began.
+func TestLeaseTableRetime(t *testing.T) {
+	clk := NewManualClock(epoch)
+	lt := NewLeaseTable(clk)
+	lt.Add(1, 2*time.Second)
+	if !lt.Retime(1, 30*time.Second) {
+		t.Fatal("Retime of a live lease failed")
+	}
+	clk.Advance(20 * time.Second)
+	if got := lt.Expired(0); len(got) != 0 {
+		t.Fatalf("retimed lease expired at its old TTL: %v", got)
+	}
+	if ttl, ok := lt.Renew(1); !ok || ttl != 30*time.Second {
+		t.Fatalf("Renew after Retime = %v, %v", ttl, ok)
+	}
+	lt.Retime(1, time.Second)
+	clk.Advance(2 * time.Second)
+	if got := lt.Expired(0); len(got) != 1 {
+		t.Fatalf("shortened lease did not expire: %v", got)
+	}
+	if lt.Retime(1, time.Hour) {
+		t.Fatal("Retime of an expiring lease succeeded")
+	}
+	if lt.Retime(2, time.Hour) {
+		t.Fatal("Retime of an unknown session succeeded")
+	}
+}

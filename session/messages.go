@@ -101,7 +101,9 @@ const (
 	MsgLock
 	// MsgLockRelease releases (or withdraws) the lock request Node.
 	MsgLockRelease
-	// MsgLockRenew extends Node's hold TTL. Response: TTLMillis.
+	// MsgLockRenew extends Node's hold TTL. Request: Node, and optionally
+	// HoldTTLMillis (a new hold TTL) and TTLMillis (a new TTL for the
+	// session, clamped into the server's bounds). Response: TTLMillis.
 	MsgLockRenew
 	// MsgCheckSequencer asks whether Sequencer still holds its lock.
 	// Response: Valid.

@@ -94,6 +94,15 @@ func (c *cluster) endpoints() []string {
 	return out
 }
 
+// apiAddrs are the members' HTTP/JSON API addresses.
+func (c *cluster) apiAddrs() []string {
+	var out []string
+	for _, nd := range c.nodes {
+		out = append(out, nd.APIAddr)
+	}
+	return out
+}
+
 func status(nd *proc.Node) (adminapi.Status, error) {
 	a, err := nd.Admin()
 	if err != nil {

@@ -177,7 +177,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	r.workers = newWorkers(cfg, workerSpec{
 		command: cfg.WorkerCommand, env: cfg.WorkerEnv, dir: filepath.Join(cfg.Out, DirWorkers),
-		endpoints: r.cluster.endpoints(), ca: certs.CA, cert: cert, key: key, store: r.store.addr,
+		endpoints: r.cluster.endpoints(), api: r.cluster.apiAddrs(), ca: certs.CA, cert: cert, key: key, store: r.store.addr,
 		sessionTTL: cfg.SessionTTL, lockDelay: cfg.LockDelay, seed: cfg.Seed, bug: cfg.InjectBug, verbose: cfg.Verbose,
 	}, r.logf)
 	return nil

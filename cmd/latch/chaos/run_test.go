@@ -163,6 +163,12 @@ func TestChaosRun(t *testing.T) {
 	if rep.Operations[OpRogueDelete][OutcomeFail]+rep.Operations[OpRogueLockRoot][OutcomeFail] == 0 {
 		t.Errorf("the rogue worker's attacks were never refused: it did not run (%v)", rep.Operations)
 	}
+	// The HTTP takeover of an implicit lease and the cell map write were
+	// tried (and refused: the authorization checker passed above).
+	if rep.Operations[OpRogueHTTPRenew][OutcomeFail]+rep.Operations[OpRogueHTTPRelease][OutcomeFail] == 0 ||
+		rep.Operations[OpRogueCellMap][OutcomeFail] == 0 {
+		t.Errorf("the rogue worker never tried the HTTP takeover or the cell map write (%v)", rep.Operations)
+	}
 	if slices.Contains(cfg.Workloads, WorkloadLocks) && rep.Grants == 0 {
 		t.Error("no lock granted")
 	}
@@ -208,5 +214,8 @@ func TestChaosRogueAdminIsCaught(t *testing.T) {
 	cfg.InjectBug = BugRogueAdmin
 	cfg.Workloads, cfg.Workers = []string{WorkloadLocks, WorkloadElection}, 3
 	cfg.Faults, cfg.Duration = nil, 8*time.Second
-	runCaught(t, cfg, ViolationUnauthorized)
+	rep := runCaught(t, cfg, ViolationUnauthorized)
+	if rep.Operations[OpRogueCellMap][OutcomeOK] == 0 {
+		t.Errorf("an admin rogue never wrote the cell map: the attack did not run (%v)", rep.Operations)
+	}
 }

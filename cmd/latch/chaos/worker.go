@@ -45,6 +45,8 @@ type worker struct {
 	stop context.Context
 	// borrowed is the newest token the skip-lock bug has seen.
 	borrowed uint64
+	// http is the rogue worker's HTTP side (nil without --api).
+	http *rogueHTTP
 }
 
 // WorkerOptions are the flags of `latch chaos-worker` beyond the CLI's
@@ -59,6 +61,9 @@ type WorkerOptions struct {
 	Seed      int64
 	Bug       string
 	Verbose   bool
+	// API lists the members' HTTP/JSON API addresses: the rogue worker
+	// attacks implicit leases there too.
+	API string
 }
 
 // Register declares the options as flags on fs.
@@ -71,6 +76,7 @@ func (o *WorkerOptions) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the worker's random choices")
 	fs.StringVar(&o.Bug, "bug", "", "injected bug this worker runs: "+strings.Join(Bugs, ", "))
 	fs.BoolVar(&o.Verbose, "v", false, "log the client's reconnections and expiries")
+	fs.StringVar(&o.API, "api", "", "members' HTTP/JSON API addresses, comma separated (the rogue attacks HTTP locks there)")
 }
 
 // RunWorker is `latch chaos-worker`, the process the orchestrator starts
@@ -100,6 +106,10 @@ func RunWorker(ctx context.Context, o WorkerOptions, cfg client.Config, stderr i
 	}
 	defer w.h.Close()
 	w.fenced = newStoreClient(o.Store, w.id)
+	if o.API != "" && o.Role == RoleRogue {
+		w.http = newRogueHTTP(strings.Split(o.API, ","), cfg.TLS, w.id)
+		defer w.http.close()
+	}
 	cfg.ClientName = w.id
 	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 500*time.Millisecond
 	cfg.Logger = w.log

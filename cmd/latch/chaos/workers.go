@@ -20,6 +20,7 @@ type workerSpec struct {
 	env        []string
 	dir        string // Out/workers
 	endpoints  []string
+	api        []string // members' HTTP/JSON API addresses, for the rogue
 	ca         string
 	cert, key  string // client certificate (Config.MutualTLS), else ""
 	store      string
@@ -90,6 +91,9 @@ func (w *workers) start(s *workerSlot) error {
 		"--seed", fmt.Sprint(sp.seed*1000+int64(s.slot)*100+int64(s.gen)))
 	if s.buggy {
 		args = append(args, "--bug", sp.bug)
+	}
+	if s.role == RoleRogue && len(sp.api) > 0 {
+		args = append(args, "--api", strings.Join(sp.api, ","))
 	}
 	if sp.cert != "" {
 		args = append(args, "--cert", sp.cert, "--key", sp.key)

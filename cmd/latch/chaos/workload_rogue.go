@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/session"
 )
 
 // Rogue operations, as recorded in the rogue worker's history. Each is an
@@ -18,18 +19,26 @@ const (
 	OpRoguePoison   = "rogue-poison"    // create a lock request name under a lock path
 	OpRogueLockName = "rogue-lock-name" // lock a path that is a lock request name
 	OpRogueLockRoot = "rogue-lock-root" // lock /, which blocks every lock
+	OpRogueCellMap  = "rogue-cellmap"   // write the cell map (an admin's)
+	// Over the HTTP API: renew or release an implicit lease held by
+	// another client with what its queue shows (client_id, fencing_token)
+	// and a guessed lease token.
+	OpRogueHTTPRenew   = "rogue-http-renew"
+	OpRogueHTTPRelease = "rogue-http-release"
 )
 
 // runRogue runs the rogue worker: it has no rights over the other
 // workers' nodes (they belong to their sessions, and it is no admin), and
 // keeps trying to delete, overwrite and steal their locks and election
-// nodes, to lock / and to plant reserved names, recording each attempt.
+// nodes, to lock / and to plant reserved names, to write the cell map,
+// and (with --api) to take over an HTTP implicit lease, recording each
+// attempt.
 func (w *worker) runRogue(ctx context.Context) error {
 	targets := append(append([]string(nil), lockPaths...), ElectionPath)
 	for ctx.Err() == nil {
 		path := targets[w.rng.IntN(len(targets))]
 		var err error
-		switch w.rng.IntN(6) {
+		switch w.rng.IntN(8) {
 		case 0, 1:
 			err = w.rogueOnHolder(ctx, path, OpRogueDelete, func(octx context.Context, node string) error {
 				return w.c.Delete(octx, node)
@@ -55,10 +64,24 @@ func (w *worker) runRogue(ctx context.Context) error {
 					return w.rogueLock(octx, name)
 				})
 			}
-		default:
+		case 5:
 			err = w.rogueAttempt(ctx, OpRogueLockRoot, "/", func(octx context.Context) error {
 				return w.rogueLock(octx, "/")
 			})
+		case 6:
+			node := client.CellMapNode(session.CellOf(RootPath))
+			err = w.rogueAttempt(ctx, OpRogueCellMap, node, func(octx context.Context) error {
+				evil := client.CellMap{session.CellOf(RootPath): {"127.0.0.1:1"}}.Encode()
+				_, err := w.c.Set(octx, node, evil)
+				if errors.Is(err, client.ErrNoNode) {
+					_, err = w.c.Create(octx, node, evil)
+				}
+				return err
+			})
+		default:
+			if w.http != nil {
+				err = w.rogueHTTPTakeover(ctx)
+			}
 		}
 		if errors.Is(err, errHistory) {
 			return err
@@ -113,7 +136,7 @@ func (w *worker) rogueAttempt(ctx context.Context, op, path string, attack func(
 	case aerr == nil:
 		outcome = OutcomeOK
 		w.log.Warn("rogue attack succeeded", "op", op, "path", path)
-	case errors.Is(aerr, client.ErrUnknownOutcome), ctx.Err() != nil:
+	case errors.Is(aerr, client.ErrUnknownOutcome), errors.Is(aerr, errHTTPUnknown), ctx.Err() != nil:
 		outcome = OutcomeUnknown
 	}
 	if err := w.h.Complete(id, outcome, Result{}, 0, 0, aerr); err != nil {
