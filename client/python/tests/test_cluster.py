@@ -179,7 +179,10 @@ class Locks(Base):
         with lk:
             self.assertFalse(lk.lost.wait(5), "a renewed lock was lost: %s" % lk.error)
             q = self.c.lock_queue(self.root + "/long")
-            self.assertEqual([(x["granted"], x["fencing_token"]) for x in q], [(True, lk.fencing_token)])
+            # Held by its node (an expired hold leaves a lock-delay entry
+            # with the same token and no node).
+            self.assertEqual([(x["granted"], x.get("node"), x["fencing_token"]) for x in q],
+                             [(True, lk.node, lk.fencing_token)])
 
     def test_shared(self):
         p = self.root + "/reports"
@@ -213,6 +216,8 @@ class Locks(Base):
             with s.lock(self.root + "/h", ttl=2, timeout=5) as lk:
                 self.assertFalse(lk.lost.wait(5), "lost: %s" % lk.error)
                 lk.check()
+                q = self.c.lock_queue(self.root + "/h")
+                self.assertEqual([(x.get("node"), x["session_id"]) for x in q], [(lk.node, s.id)])
 
 
 class Elections(Base):
@@ -321,7 +326,7 @@ class LeaderKill(unittest.TestCase):
             self.assertFalse(slk.lost.is_set(), "session lock lost: %s" % slk.error)
             self.assertFalse(s.lost.is_set(), "session lost: %s" % s.error)
             q = c.lock_queue(p)
-            self.assertEqual([(x["granted"], x["fencing_token"]) for x in q], [(True, token)])
+            self.assertEqual([(x["granted"], x.get("node"), x["fencing_token"]) for x in q], [(True, lk.node, token)])
             self.assertIsNone(c.try_lock(p, ttl=4), "granted twice after the leader change")
         after = c.lock(p, ttl=4, timeout=10)
         with after:
@@ -367,8 +372,11 @@ class LeaderKill(unittest.TestCase):
         got = {}
 
         def wait():
-            with c.session(ttl=4) as s, s.lock(p, timeout=60) as b:
-                got["token"], got["recoveries"] = b.fencing_token, b.recoveries
+            try:
+                with c.session(ttl=4) as s, s.lock(p, timeout=60) as b:
+                    got["token"], got["recoveries"] = b.fencing_token, b.recoveries
+            except Exception as e:  # reported by the test below
+                got["error"] = e
         t = threading.Thread(target=wait)
         t.start()
         until("the waiter queued", lambda: len(c.lock_queue(p)) == 2)
@@ -377,6 +385,7 @@ class LeaderKill(unittest.TestCase):
         a.release()
         t.join(60)
         self.assertFalse(t.is_alive(), "the waiter never got the lock")
+        self.assertNotIn("error", got, "the waiter failed")
         self.assertGreater(got["token"], a.fencing_token)
         if killed["api_addr"] == members[0]:
             # The waiter's long poll was on the member killed: its answer
