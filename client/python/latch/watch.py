@@ -101,6 +101,10 @@ class SSEParser:
         return None
 
 
+class _Closed(Exception):
+    """The stream was closed while it was being opened."""
+
+
 class _Stream:
     """Common reconnecting event-stream reader."""
 
@@ -121,7 +125,7 @@ class _Stream:
         with self._mu:
             if self._closed:
                 conn.close()
-                raise StopIteration
+                raise _Closed()
             self._conn, self._resp = conn, resp
 
     def _drop(self):
@@ -240,7 +244,7 @@ class Watch(_Stream):
         self.reconnects += 1
         try:
             self._connect()
-        except StopIteration:
+        except _Closed:
             return
 
 
@@ -269,7 +273,7 @@ class Observer(_Stream):
         while not self.closed:
             try:
                 self._open({})
-            except StopIteration:
+            except _Closed:
                 return
             if not first:
                 self.reconnects += 1
