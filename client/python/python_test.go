@@ -99,6 +99,8 @@ func TestPythonClient(t *testing.T) {
 		"PYTHONFAULTHANDLER=1",
 		"LATCH_TEST_API="+strings.Join(addrs, ","),
 		"LATCH_TEST_CA="+c.Certs.CA,
+		"LATCH_TEST_SERVER_CERT="+c.Certs.ServerCert, // test_transport's scripted member
+		"LATCH_TEST_SERVER_KEY="+c.Certs.ServerKey,
 		"LATCH_TEST_CERT="+certFile,
 		"LATCH_TEST_KEY="+keyFile,
 		"LATCH_TEST_CONTROL=http://"+ctl,

@@ -363,6 +363,31 @@ class LeaderKill(unittest.TestCase):
                 self.assertGreaterEqual(w.reconnects, 1, "the watch's member died, yet it never reconnected")
         c.close()
 
+    def test_election_across_leader_kill(self):
+        c = new_client(self.leader_first())
+        p = self.root + "/election"
+        with c.session(ttl=4) as s:
+            e = s.election(p)
+            term = e.campaign(b"before", timeout=10)
+            obs = c.election(p).observe()
+            guard = threading.Timer(120, obs.close)  # silence fails, never hangs
+            guard.start()
+            self.addCleanup(guard.cancel)
+            self.assertEqual((next(obs).data, term > 0), (b"before", True))
+            watched = c._t.current()
+            killed = control("kill-leader")
+            e.proclaim(b"after")
+            ld = next(obs, None)
+            self.assertIsNotNone(ld, "the observation went silent")
+            self.assertEqual((ld.data, ld.term, ld.session_id), (b"after", term, s.id))
+            self.assertFalse(e.lost.is_set(), "leadership lost across the kill: %s" % e._lock.error)
+            if killed["api_addr"] == watched:
+                self.assertGreaterEqual(obs.reconnects, 1)
+            obs.close()
+            e.resign()
+            self.assertIsNone(c.election(p).leader())
+        c.close()
+
     def test_lock_waited_for_across_leader_kill(self):
         members = self.leader_first()
         c = new_client(members)
