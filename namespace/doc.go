@@ -285,7 +285,14 @@
 // create and lock requests need c on the new node (the request node's
 // rights are its lock path's), set w, delete d, check r; a multi checks
 // each op with the multi's identity. A lock on / blocks every lock in the
-// tree, so it needs admin on /. Reads, listings and watches are checked by
+// tree, so it needs admin on /. A lock on any path blocks every lock below
+// it, so it needs c on the whole subtree: a rule of the caller's, or a
+// wildcard rule that reaches it, that leaves it without c somewhere below
+// the lock path (alice /team rwcd, alice /team/secret none) refuses the
+// lock on /team with ErrPermissionDenied naming the carved-out prefix.
+// Apply decides it from the rules in force at the request; a rule added
+// later does not take back a lock already queued (remove it as an admin).
+// Reads, listings and watches are checked by
 // the server with Store.Authorize (r), against the rules of the last
 // committed batch.
 //
