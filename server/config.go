@@ -224,11 +224,16 @@ type Config struct {
 	// streams and sends nothing, or half a frame, holds no slot, goroutine
 	// or buffer for longer. Default 10s.
 	RequestReadTimeout time.Duration
-	// MaxWatchBacklog bounds the watch events queued across all watches
-	// (waiting for, or being written to, clients that read slowly); a
-	// watch that would go beyond it ends with a Resync, as a full
-	// WatchBuffer does. Default 1000000 (~64 MiB).
-	MaxWatchBacklog int
+	// MaxWatchBacklogBytes bounds the bytes of watch events held across
+	// all watches (waiting for, or being written to, clients that read
+	// slowly), each event counting its path and 48 bytes: a watch that
+	// would go beyond it ends with a Resync, as a full WatchBuffer does,
+	// and its last frame names the cap. Default 64 MiB.
+	MaxWatchBacklogBytes int
+	// MaxWatchBytesPerConn bounds the same bytes for one connection's
+	// watches, so that one slow client cannot take the whole backlog.
+	// Default 16 MiB.
+	MaxWatchBytesPerConn int
 	// IdleConnTimeout closes a client connection that has no session
 	// attached and no request in flight for this long (an idle connection
 	// still costs ~60 KiB). Default 2m.

@@ -116,8 +116,8 @@ var (
 
 	descStreams        = prometheus.NewDesc("latch_request_streams", "Client requests in flight, all connections: streams and calls on mux streams (cap: --max-streams).", []string{"member"}, nil)
 	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections, requests, sessions and watches refused by a cap, by cap (its latchd flag).", []string{"member", "cap"}, nil)
-	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
-	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
+	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_bytes", "Bytes of watch events held for clients (path + 48 per event), all watches (cap: --max-watch-backlog-bytes).", []string{"member"}, nil)
+	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because a watch byte cap was reached (--max-watch-backlog-bytes or --max-watch-bytes-per-conn).", []string{"member"}, nil)
 	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
 	descPingsEchoed    = prometheus.NewDesc("latch_liveness_pings_total", "Liveness pings echoed to clients (QUIC datagrams; a client sends them only while a call waits on this member).", []string{"member"}, nil)
 	descHandshakes     = prometheus.NewDesc("latch_client_handshakes_total", "Client connections accepted, by whether their TLS handshake resumed an earlier session (a ticket: no certificates exchanged) or was a full one.", []string{"member", "resumed"}, nil)
@@ -185,7 +185,8 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 // collect reports the client front's global caps: what is held and what
 // was refused.
 func (f *front) collect(ch chan<- prometheus.Metric, id string) {
-	queued, resyncs := f.hub.backlogStats()
+	queued, resyncs, connResyncs := f.hub.backlogStats()
+	resyncs += connResyncs
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
 	}
