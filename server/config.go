@@ -230,6 +230,13 @@ type Config struct {
 	// would go beyond it ends with a Resync, as a full WatchBuffer does,
 	// and its last frame names the cap. Default 64 MiB.
 	MaxWatchBacklogBytes int
+	// MaxFailedResumesPerHost is how many failed session resumes (a wrong
+	// secret) one client host may make a second, with a burst of twice
+	// that; beyond it they are refused by the limiter and each further
+	// guess needs a new connection (resumelimit.go). A connection may fail
+	// 5, then 1 a second. A resume with the right secret is never held
+	// back by its host's failures. Default 10.
+	MaxFailedResumesPerHost int
 	// MaxWatchBytesPerConn bounds the same bytes for one connection's
 	// watches, so that one slow client cannot take the whole backlog.
 	// Default 16 MiB.

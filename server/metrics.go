@@ -123,6 +123,8 @@ var (
 	descHandshakes     = prometheus.NewDesc("latch_client_handshakes_total", "Client connections accepted, by whether their TLS handshake resumed an earlier session (a ticket: no certificates exchanged) or was a full one.", []string{"member", "resumed"}, nil)
 	descCapLimit       = prometheus.NewDesc("latch_cap_limit", "A client cap's limit (latchd --max-... flags).", []string{"member", "cap"}, nil)
 	descCapUsed        = prometheus.NewDesc("latch_cap_used", "What a cap counts now on this member (per-identity caps: the busiest identity).", []string{"member", "cap"}, nil)
+	descResumeFailures = prometheus.NewDesc("latch_resume_failures_total", "Session resumes that failed for a wrong secret or identity, refused by the limiter or not.", []string{"member"}, nil)
+	descResumeRefused  = prometheus.NewDesc("latch_resume_refused_total", "Session resumes refused by the failed-resume limiter, by what was out of tokens: the connection or the host (--max-failed-resumes-per-host).", []string{"member", "by"}, nil)
 	descCapRefusals    = prometheus.NewDesc("latch_cap_refusals_total", "Requests refused because a cap was reached.", []string{"member", "cap"}, nil)
 )
 
@@ -141,7 +143,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descHandshakes, descCapLimit, descCapUsed} {
+		descHandshakes, descCapLimit, descCapUsed, descResumeFailures, descResumeRefused} {
 		ch <- d
 	}
 }
@@ -194,6 +196,9 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	gauge(descWatchBacklog, float64(queued))
 	gauge(descHeldLocks, float64(f.locks.heldCount()))
 	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
+	ch <- prometheus.MustNewConstMetric(descResumeFailures, prometheus.CounterValue, float64(f.resumes.failures.Load()), id)
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedConn.Load()), id, "connection")
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedHost.Load()), id, "host")
 	ch <- prometheus.MustNewConstMetric(descPingsEchoed, prometheus.CounterValue, float64(f.pingsEchoed.Load()), id)
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[0].Load()), id, "false")
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")

@@ -81,6 +81,7 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxStreams, DefaultMaxStreams)
 	setIfZero(&cfg.MaxWatchBacklogBytes, DefaultMaxWatchBacklogBytes)
 	setIfZero(&cfg.MaxWatchBytesPerConn, DefaultMaxWatchBytesPerConn)
+	setIfZero(&cfg.MaxFailedResumesPerHost, DefaultMaxFailedResumesPerHost)
 	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
 	setIfZero(&cfg.RequestReadTimeout, DefaultRequestReadTimeout)
 	// Fill the transport's defaults here too, so the front reads real
@@ -135,6 +136,8 @@ func (c *Config) validateFront() error {
 		return bad("MaxStreams", "%d must be at least 1", c.MaxStreams)
 	case c.MaxWatchBacklogBytes < minWatchBytes:
 		return bad("MaxWatchBacklogBytes", "%d must be at least %d (one frame of long paths)", c.MaxWatchBacklogBytes, minWatchBytes)
+	case c.MaxFailedResumesPerHost < 1:
+		return bad("MaxFailedResumesPerHost", "%d must be at least 1", c.MaxFailedResumesPerHost)
 	case c.MaxWatchBytesPerConn < minWatchBytes:
 		return bad("MaxWatchBytesPerConn", "%d must be at least %d (one frame of long paths)", c.MaxWatchBytesPerConn, minWatchBytes)
 	case c.IdleConnTimeout < 0:
@@ -232,6 +235,7 @@ type front struct {
 	handshakes     [2]atomic.Uint64 // connections accepted: [0] full TLS handshake, [1] resumed
 	watchesBy      watchCounts      // caps.go
 	capRefusals    capRefusals
+	resumes        *resumeLimiter // resumelimit.go
 }
 
 // A unaryHandler answers one request with one response. When it returns
@@ -265,6 +269,7 @@ func (s *Server) openFront() error {
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
 	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
 	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
+	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
 	f.register()
 	s.front = f
@@ -412,6 +417,7 @@ type clientConn struct {
 	watches  int
 
 	watchBytes watchBudget // guarded by the watch hub's lock
+	resumes    connResumes // guarded by the resume limiter's lock
 	endMux     func()      // ends the connection's mux stream, if one is served
 }
 

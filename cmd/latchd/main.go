@@ -79,6 +79,7 @@ type options struct {
 	maxRequestsPerConn                int
 	maxWatchBacklogBytes              int
 	maxWatchBytesPerConn              int
+	maxFailedResumesPerHost           int
 	idleConnTimeout                   time.Duration
 }
 
@@ -133,6 +134,8 @@ func (o *options) register(fs *flag.FlagSet) {
 		"bytes of watch events held for slow readers across all watches (path + 48 per event); a watch beyond it ends with a resync naming the cap")
 	fs.IntVar(&o.maxWatchBytesPerConn, "max-watch-bytes-per-conn", server.DefaultMaxWatchBytesPerConn,
 		"the same bytes for one client connection's watches; a watch beyond it ends with a resync naming the cap")
+	fs.IntVar(&o.maxFailedResumesPerHost, "max-failed-resumes-per-host", server.DefaultMaxFailedResumesPerHost,
+		"failed session resumes (wrong secret) one client host may make a second, burst twice that; more are refused saying so (a right secret always resumes)")
 	fs.StringVar(&o.cell, "cell", "", "serve one cell of a larger namespace: only /NAME and the paths below it (others are refused with WrongCell, naming their cell); the first leader creates /NAME. Default: no cell, every path")
 	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate): admins on the admin endpoint (membership, snapshots, backups; never \"\" there), and made admins of / by the first leader when the cluster has no ACL rules (--dev: dev-$USER, the CLI's dev identity)")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
@@ -329,6 +332,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.MaxConns, cfg.MaxStreams = o.maxConns, o.maxStreams
 	cfg.MaxWatchBacklogBytes, cfg.MaxWatchBytesPerConn = o.maxWatchBacklogBytes, o.maxWatchBytesPerConn
+	cfg.MaxFailedResumesPerHost = o.maxFailedResumesPerHost
 	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
 	cfg.IdleConnTimeout = o.idleConnTimeout
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests
