@@ -455,6 +455,7 @@ func (h *watchHub) unregister(w *watcher) {
 		if b.watchers--; b.watchers == 0 {
 			delete(h.budgets, b)
 		}
+		w.budget = nil // a second unregister changes nothing
 	}
 }
 
