@@ -72,7 +72,10 @@
 //     Invisible code points are refused too: format characters (Cf:
 //     zero-width space and joiners, bidi controls such as RLO, the BOM,
 //     soft hyphen), the other default-ignorable code points and
-//     variation selectors; so emoji ZWJ sequences and VS16 are refused.
+//     variation selectors; so emoji ZWJ sequences and VS16 are refused,
+//     and so are names that need a zero-width (non-)joiner to be spelled
+//     right (some Persian and Indic words): the price of a name being
+//     what it shows.
 //     Mixed scripts: a component may not mix letters of two of Latin,
 //     Greek and Cyrillic, whose letters look alike ("pаypal" with a
 //     Cyrillic а), as Unicode's moderately restrictive profile (UTS #39)
