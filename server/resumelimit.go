@@ -123,9 +123,9 @@ func (l *resumeLimiter) failed(c *clientConn, id uint64) error {
 	burst := 2 * l.hostRate
 	h := l.hosts[c.host]
 	if h == nil {
+		l.sweepLocked(now, burst)
 		h = &tokens{n: burst, last: now}
 		l.hosts[c.host] = h
-		l.sweepLocked(now, burst)
 	}
 	conn := c.resumes.bucket(now)
 	if !h.take(now, l.hostRate, burst) {
