@@ -233,6 +233,44 @@ func (t *aclTable) check(identity, p string, want Perm) error {
 	return permissionError(identity, p, want)
 }
 
+// checkSubtree fails with ErrPermissionDenied unless identity has want
+// on p and on every node below it. A rule of the identity's own, or of
+// AnyIdentity, on a prefix below p is the only thing that can make the
+// rights inside the subtree differ from those on p (perms takes the most
+// specific rule), so checking p and each such prefix covers the subtree
+// whatever nodes it holds, or will. The table is small: the cost is one
+// pass over the identity's and the wildcard's rules. The prefix named in
+// the error is the smallest one refused, so every member writes the same.
+func (t *aclTable) checkSubtree(identity, p string, want Perm) error {
+	if err := t.check(identity, p, want); err != nil {
+		return err
+	}
+	denied := ""
+	for _, rules := range []map[string]Perm{t.rules[identity], t.rules[AnyIdentity]} {
+		for q := range rules {
+			if q == p || !within(q, p) || t.perms(identity, q)&want == want {
+				continue
+			}
+			if denied == "" || q < denied {
+				denied = q
+			}
+		}
+	}
+	if denied == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: identity %s lacks %s on %s, which a lock on %s covers (ask an admin: latch acl set)",
+		ErrPermissionDenied, quoteIdentity(identity), permName(want), denied, p)
+}
+
+// within reports whether q is p or lies below it.
+func within(q, p string) bool {
+	if p == "/" || q == p {
+		return true
+	}
+	return len(q) > len(p) && q[:len(p)] == p && q[len(p)] == '/'
+}
+
 func permissionError(identity, p string, want Perm) error {
 	return fmt.Errorf("%w: identity %s lacks %s on %s (ask an admin: latch acl set)",
 		ErrPermissionDenied, quoteIdentity(identity), permName(want), p)

@@ -59,6 +59,38 @@
 //     ephemeral node events, so the server can route without reading state.
 //   - Paths: beyond DESIGN.md, every Unicode control character (Cc: C0, DEL
 //     and C1) is refused, not only those below 0x20.
+//   - Paths: one spelling per name (pathspell.go). A path must be in
+//     Unicode NFC: /é written as e + U+0301 is refused with ErrBadPath
+//     ("not in Unicode NFC"), never stored as a second /é. Refused, not
+//     normalized: ValidatePath is the one gate every path goes through
+//     (Apply, reads, watches, ACL prefixes, both fronts), so refusing
+//     there holds everywhere at once, whereas normalizing would have to be
+//     done identically by every front, and a client would see events and
+//     listings under a path other than the one it sent (its cache and
+//     watches keyed on its own spelling). Clients that take names from
+//     people compose them first (golang.org/x/text/unicode/norm).
+//     Invisible code points are refused too: format characters (Cf:
+//     zero-width space and joiners, bidi controls such as RLO, the BOM,
+//     soft hyphen), the other default-ignorable code points and
+//     variation selectors; so emoji ZWJ sequences and VS16 are refused,
+//     and so are names that need a zero-width (non-)joiner to be spelled
+//     right (some Persian and Indic words): the price of a name being
+//     what it shows.
+//     Mixed scripts: a component may not mix letters of two of Latin,
+//     Greek and Cyrillic, whose letters look alike ("pаypal" with a
+//     Cyrillic а), as Unicode's moderately restrictive profile (UTS #39)
+//     has it; refusing every mixture would refuse "東京-tokyo" or a Latin
+//     prefix on a Japanese name, so any other mixture, digits and
+//     punctuation included, is accepted, and so are components of
+//     different scripts in one path. Whole-script look-alikes (an all
+//     Cyrillic "рау") are not detected: that needs the confusables table,
+//     and ACLs, which are by prefix, decide who may make names anyway.
+//     The NFC tables are x/text's, fixed by go.mod: members of one
+//     version agree. Upgrading: a node made under such a name before
+//     this rule can no longer be named (every op on it is refused), and
+//     a log that made one replays to a refusal on a member of this
+//     version (the state hash check then stops that member); delete such
+//     nodes before upgrading.
 //   - DecodeEntry refuses fields it does not know: they come from a newer
 //     version whose meaning this one would silently drop.
 //   - EncodeEntry and DecodeEntry are hand-written (entrycodec.go) but the
@@ -287,7 +319,14 @@
 // create and lock requests need c on the new node (the request node's
 // rights are its lock path's), set w, delete d, check r; a multi checks
 // each op with the multi's identity. A lock on / blocks every lock in the
-// tree, so it needs admin on /. Reads, listings and watches are checked by
+// tree, so it needs admin on /. A lock on any path blocks every lock below
+// it, so it needs c on the whole subtree: a rule of the caller's, or a
+// wildcard rule that reaches it, that leaves it without c somewhere below
+// the lock path (alice /team rwcd, alice /team/secret none) refuses the
+// lock on /team with ErrPermissionDenied naming the carved-out prefix.
+// Apply decides it from the rules in force at the request; a rule added
+// later does not take back a lock already queued (remove it as an admin).
+// Reads, listings and watches are checked by
 // the server with Store.Authorize (r), against the rules of the last
 // committed batch.
 //

@@ -139,7 +139,10 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 				return err
 			}
 		}
-		if err := t.check(c.identity, cmd.Path, PermCreate); err != nil {
+		// A lock covers its subtree (it blocks every lock below it), so
+		// it needs the right to lock all of it: a rule that carves a part
+		// out of the caller's rights refuses the lock on the whole.
+		if err := t.checkSubtree(c.identity, cmd.Path, PermCreate); err != nil {
 			return err
 		}
 	}

@@ -35,6 +35,10 @@ func ValidatePath(p string, l Limits) error {
 			return bad(fmt.Sprintf("control character %U", r))
 		}
 	}
+	if why := checkSpelling(p); why != "" {
+		// %+q: the look-alike must show in the error as what it is.
+		return fmt.Errorf("%w: %+q: %s", ErrBadPath, p, why)
+	}
 	if p[len(p)-1] == '/' {
 		return bad("trailing slash")
 	}

@@ -28,6 +28,9 @@ const (
 	capSessionsPerIdentity = "max-sessions-per-identity"
 	capAnonymousSessions   = "max-anonymous-sessions-per-host"
 	capWatchesPerIdentity  = "max-watches-per-identity"
+	// The watch byte caps "refuse" by ending a watch with a Resync.
+	capWatchBacklogBytes = "max-watch-backlog-bytes"
+	capWatchBytesPerConn = "max-watch-bytes-per-conn"
 )
 
 // capRefusals counts refusals per cap.
@@ -145,7 +148,10 @@ func (f *front) caps() []capUse {
 	total, busiest, anon := f.keep.sessionUse()
 	cfg := &f.s.cfg
 	r := &f.capRefusals
+	watchBytes, backlogResyncs, connResyncs := f.hub.backlogStats()
 	return []capUse{
+		{capWatchBacklogBytes, cfg.MaxWatchBacklogBytes, watchBytes, backlogResyncs},
+		{capWatchBytesPerConn, cfg.MaxWatchBytesPerConn, f.hub.busiestConn(), connResyncs},
 		{capSessions, cfg.MaxSessions, total, r.sessions.Load()},
 		{capSessionsPerIdentity, cfg.MaxSessionsPerIdentity, busiest, r.perIdentity.Load()},
 		{capAnonymousSessions, cfg.MaxAnonymousSessions, anon, r.anonymous.Load()},

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,25 +116,109 @@ func TestStreamCap(t *testing.T) {
 	})
 }
 
-// Connections whose watches were never read held their queued events (8
-// connections x 1,000 watches: 580 MB live heap). The events queued across
-// all watches are capped: here 8 connections x 100 unread recursive
-// watches see 100 creates of long paths (80,000 events, far beyond what
-// QUIC flow control lets through), and the backlog stays within
-// MaxWatchBacklog (plus one Resync per watch).
-func TestWatchBacklogBounded(t *testing.T) {
-	const conns, watches, creates, maxBacklog = 8, 100, 100, 2000
-	s := startDevWith(t, func(c *Config) { c.MaxWatchBacklog = maxBacklog })
+// Connections whose watches were never read held their queued events
+// (10,000 watches with 1,000-byte paths: 1.07 GB of leader memory), and
+// the cap counted events, whatever their size. Bytes are capped now: here
+// 8 connections x 100 unread recursive watches see 100 creates of
+// 1,000-byte paths (about 88 MB of events, far beyond what QUIC flow
+// control lets through), and the bytes the hub counts stay within
+// MaxWatchBacklogBytes (plus one Resync per watch); the watches beyond it
+// end with a Resync whose frame names the cap.
+func TestWatchBacklogBoundedInBytes(t *testing.T) {
+	const conns, watches, creates, maxBytes = 8, 100, 100, 1 << 20
+	s := startDevWith(t, func(c *Config) { c.MaxWatchBacklogBytes = maxBytes })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	streams, peak := unreadWatches(t, ctx, s, conns, watches, creates, func() int {
+		n, _, _ := s.front.hub.backlogStats()
+		return n
+	})
+	_, resyncs, _ := s.front.hub.backlogStats()
+	if peak > maxBytes+conns*watches*watchEventOverhead {
+		t.Fatalf("watches held %d bytes, cap %d", peak, maxBytes)
+	}
+	if resyncs == 0 {
+		t.Fatalf("no watch was resynced for the byte cap (peak %d bytes)", peak)
+	}
+	if !resyncedNaming(t, streams, "--"+capWatchBacklogBytes) {
+		t.Fatalf("no watch stream ended with a Resync naming --%s", capWatchBacklogBytes)
+	}
+	t.Logf("peak %d bytes held for watches (cap %d), %d watches resynced", peak, maxBytes, resyncs)
+}
+
+// One connection's unread watches hold at most MaxWatchBytesPerConn, and
+// are resynced beyond it while a watch on another connection that reads
+// gets every event.
+func TestWatchBytesPerConnBounded(t *testing.T) {
+	const watches, creates, maxConn = 100, 60, 256 << 10
+	s := startDevWith(t, func(c *Config) { c.MaxWatchBytesPerConn = maxConn })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	reader, err := rawConn(t, ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Propose(ctx, &namespace.Command{Op: namespace.OpCreate, Path: "/w"}); err != nil || res.Err != nil {
+		t.Fatal(err, res)
+	}
+	live, err := session.OpenStreaming(ctx, reader, &session.Request{Type: session.MsgWatch, Path: "/w", Kind: session.WatchRecursive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.Next(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { // reads as a healthy client does, while the creates run
+		n := 0
+		for n < 2*creates {
+			resp, err := live.Next()
+			if err != nil {
+				got <- err
+				return
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == session.EventResync {
+					got <- fmt.Errorf("the reading watch was resynced after %d events: %s", n, resp.Message)
+					return
+				}
+				n++
+			}
+		}
+		got <- nil
+	}()
+	streams, peak := unreadWatches(t, ctx, s, 1, watches, creates, s.front.hub.busiestConn)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	_, _, connResyncs := s.front.hub.backlogStats()
+	if peak > maxConn+watches*watchEventOverhead {
+		t.Fatalf("one connection's watches held %d bytes, cap %d", peak, maxConn)
+	}
+	if connResyncs == 0 {
+		t.Fatalf("no watch was resynced for the per-connection cap (peak %d bytes)", peak)
+	}
+	if !resyncedNaming(t, streams, "--"+capWatchBytesPerConn) {
+		t.Fatalf("no watch stream ended with a Resync naming --%s", capWatchBytesPerConn)
+	}
+	t.Logf("peak %d bytes for one connection (cap %d), %d watches resynced", peak, maxConn, connResyncs)
+}
+
+// unreadWatches opens conns connections of watches recursive watches on
+// /w that read nothing past their acknowledgement, creates creates nodes
+// with 1,000-byte names under /w, and returns the streams and the peak of
+// held() sampled after each create.
+func unreadWatches(t *testing.T, ctx context.Context, s *Server, conns, watches, creates int, held func() int) ([]*session.StreamReader, int) {
+	t.Helper()
 	propose := func(cmd *namespace.Command) {
 		t.Helper()
 		res, err := s.Propose(ctx, cmd)
-		if err != nil || res.Err != nil {
+		if err != nil || (res.Err != nil && !errors.Is(res.Err, namespace.ErrNodeExists)) {
 			t.Fatalf("%v: %v %v", cmd.Op, err, res)
 		}
 	}
 	propose(&namespace.Command{Op: namespace.OpCreate, Path: "/w"})
+	var streams []*session.StreamReader
 	for range conns {
 		c, err := rawConn(t, ctx, s)
 		if err != nil {
@@ -147,24 +232,54 @@ func TestWatchBacklogBounded(t *testing.T) {
 			if _, err := sr.Next(); err != nil { // the acknowledgement; nothing more is read
 				t.Fatal(err)
 			}
+			streams = append(streams, sr)
 		}
 	}
-	long := strings.Repeat("x", 900)
+	long := strings.Repeat("x", 990)
 	peak := 0
 	for i := range creates {
-		propose(&namespace.Command{Op: namespace.OpCreate, Path: fmt.Sprintf("/w/%s-%d", long, i)})
-		queued, _ := s.front.hub.backlogStats()
-		peak = max(peak, queued)
+		propose(&namespace.Command{Op: namespace.OpCreate, Path: fmt.Sprintf("/w/%s-%04d", long, i)})
+		peak = max(peak, held())
 	}
-	queued, resyncs := s.front.hub.backlogStats()
-	peak = max(peak, queued)
-	if peak > maxBacklog+conns*watches {
-		t.Fatalf("watch backlog reached %d events, cap %d", peak, maxBacklog)
+	return streams, peak
+}
+
+// resyncedNaming reads every stream (a resynced watch's writer sends what
+// it holds, then the Resync) until one ends with a Resync whose frame's
+// message contains flag, or every one ended without; then it closes them
+// all and reports whether one did.
+func resyncedNaming(t *testing.T, streams []*session.StreamReader, flag string) bool {
+	t.Helper()
+	found := make(chan bool, len(streams))
+	var wg sync.WaitGroup
+	for _, sr := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				resp, err := sr.Next()
+				if err != nil {
+					found <- false
+					return
+				}
+				if evs := resp.Events; len(evs) > 0 && evs[len(evs)-1].Type == session.EventResync {
+					found <- strings.Contains(resp.Message, flag)
+					return
+				}
+			}
+		}()
 	}
-	if resyncs == 0 {
-		t.Fatalf("no watch was resynced for the backlog (peak %d)", peak)
+	ok := false
+	for range streams {
+		if ok = <-found; ok {
+			break
+		}
 	}
-	t.Logf("peak backlog %d events, %d watches resynced", peak, resyncs)
+	for _, sr := range streams {
+		sr.Close()
+	}
+	wg.Wait()
+	return ok
 }
 
 // Idle connections were held forever (3,000 at ~58 KB each): one with no

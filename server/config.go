@@ -231,11 +231,23 @@ type Config struct {
 	// streams and sends nothing, or half a frame, holds no slot, goroutine
 	// or buffer for longer. Default 10s.
 	RequestReadTimeout time.Duration
-	// MaxWatchBacklog bounds the watch events queued across all watches
-	// (waiting for, or being written to, clients that read slowly); a
-	// watch that would go beyond it ends with a Resync, as a full
-	// WatchBuffer does. Default 1000000 (~64 MiB).
-	MaxWatchBacklog int
+	// MaxWatchBacklogBytes bounds the bytes of watch events held across
+	// all watches (waiting for, or being written to, clients that read
+	// slowly), each event counting its path and 48 bytes: a watch that
+	// would go beyond it ends with a Resync, as a full WatchBuffer does,
+	// and its last frame names the cap. Default 64 MiB.
+	MaxWatchBacklogBytes int
+	// MaxFailedResumesPerHost is how many failed session resumes (a wrong
+	// secret) one client host may make a second, with a burst of twice
+	// that; beyond it they are refused by the limiter and each further
+	// guess needs a new connection (resumelimit.go). A connection may fail
+	// 5, then 1 a second. A resume with the right secret is never held
+	// back by its host's failures. Default 10.
+	MaxFailedResumesPerHost int
+	// MaxWatchBytesPerConn bounds the same bytes for one connection's
+	// watches, so that one slow client cannot take the whole backlog.
+	// Default 16 MiB.
+	MaxWatchBytesPerConn int
 	// MaxReconnectGrace caps the grace a new leader adds to every
 	// session's first lease while clients reconnect (expiry.go,
 	// reconnectGrace, expiryHeld). Default 45s (Chubby's grace period).

@@ -69,6 +69,9 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	if err := f.keep.serving(); err != nil {
 		return nil, err
 	}
+	if err := f.resumes.allow(c); err != nil {
+		return nil, err
+	}
 	si, err := f.s.store.Session(req.Session)
 	if errors.Is(err, namespace.ErrNoSession) {
 		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
@@ -79,7 +82,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	// The identity check keeps a secret stolen from one mTLS client from
 	// working for another; it is not a substitute for the secret.
 	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.identity) {
-		return nil, fmt.Errorf("%w: session %d", session.ErrBadSecret, req.Session)
+		return nil, f.resumes.failed(c, req.Session) // resumelimit.go
 	}
 	ttl, ok := f.keep.renew(req.Session)
 	if !ok {

@@ -38,7 +38,12 @@
 //     ready a new leader writes the first rules (Config.Admins,
 //     Config.ACLDefault) through the log when there are none. Session and
 //     watch caps (per identity, per anonymous host, cluster-wide) are the
-//     leader's in-memory bookkeeping, never Apply's.
+//     leader's in-memory bookkeeping, never Apply's. So are the watch
+//     byte caps (watch.go: events held for watches counted as path + 48
+//     bytes, per connection and in total) and the failed-resume limiter
+//     (resumelimit.go: token buckets of wrong-secret resumes per
+//     connection and per client host; a right secret is never refused
+//     on the host's account).
 //   - Cells (cell.go): with Config.Cell a member serves /Cell and below
 //     only. front.checkCell refuses any request naming another path
 //     (Path, Node, Sequencer.Path, each Multi op) with session.ErrWrongCell

@@ -116,8 +116,8 @@ var (
 
 	descStreams        = prometheus.NewDesc("latch_request_streams", "Client requests in flight, all connections: streams and calls on mux streams (cap: --max-streams).", []string{"member"}, nil)
 	descRefused        = prometheus.NewDesc("latch_refused_total", "Client connections, requests, sessions and watches refused by a cap, by cap (its latchd flag).", []string{"member", "cap"}, nil)
-	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_events", "Watch events queued for clients, all watches (cap: --max-watch-backlog).", []string{"member"}, nil)
-	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because the global watch backlog was full.", []string{"member"}, nil)
+	descWatchBacklog   = prometheus.NewDesc("latch_watch_backlog_bytes", "Bytes of watch events held for clients (path + 48 per event), all watches (cap: --max-watch-backlog-bytes).", []string{"member"}, nil)
+	descBacklogResyncs = prometheus.NewDesc("latch_watch_backlog_resyncs_total", "Watches ended with a resync because a watch byte cap was reached (--max-watch-backlog-bytes or --max-watch-bytes-per-conn).", []string{"member"}, nil)
 	descHeldLocks      = prometheus.NewDesc("latch_held_locks_followed", "Held locks this member follows for its client connections (no stream, no request slot each).", []string{"member"}, nil)
 	descPingsEchoed    = prometheus.NewDesc("latch_liveness_pings_total", "Liveness pings echoed to clients (QUIC datagrams; a client sends them only while a call waits on this member).", []string{"member"}, nil)
 	descHandshakes     = prometheus.NewDesc("latch_client_handshakes_total", "Client connections accepted, by whether their TLS handshake resumed an earlier session (a ticket: no certificates exchanged) or was a full one.", []string{"member", "resumed"}, nil)
@@ -126,6 +126,8 @@ var (
 	descAdmRefused     = prometheus.NewDesc("latch_admission_refused_total", "Client connection attempts refused before their handshake (reason rate, in_flight, failing_host) and leader probes dropped (reason probe) by admission control.", []string{"member", "reason"}, nil)
 	descAdmRate        = prometheus.NewDesc("latch_admission_handshake_rate", "Full TLS handshakes per second admission control lets in now (lowered while the scheduler runs late).", []string{"member"}, nil)
 	descSchedLag       = prometheus.NewDesc("latch_scheduler_lag_seconds", "Worst lateness of a 10ms ticker over the last 100ms: how long runnable goroutines wait for a CPU.", []string{"member"}, nil)
+	descResumeFailures = prometheus.NewDesc("latch_resume_failures_total", "Session resumes that failed for a wrong secret or identity, refused by the limiter or not.", []string{"member"}, nil)
+	descResumeRefused  = prometheus.NewDesc("latch_resume_refused_total", "Session resumes refused by the failed-resume limiter, by what was out of tokens: the connection or the host (--max-failed-resumes-per-host).", []string{"member", "by"}, nil)
 	descCapRefusals    = prometheus.NewDesc("latch_cap_refusals_total", "Requests refused because a cap was reached.", []string{"member", "cap"}, nil)
 )
 
@@ -144,7 +146,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descSchedLag} {
+		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descSchedLag, descResumeFailures, descResumeRefused} {
 		ch <- d
 	}
 }
@@ -188,7 +190,8 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 // collect reports the client front's global caps: what is held and what
 // was refused.
 func (f *front) collect(ch chan<- prometheus.Metric, id string) {
-	queued, resyncs := f.hub.backlogStats()
+	queued, resyncs, connResyncs := f.hub.backlogStats()
+	resyncs += connResyncs
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
 	}
@@ -196,6 +199,9 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	gauge(descWatchBacklog, float64(queued))
 	gauge(descHeldLocks, float64(f.locks.heldCount()))
 	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
+	ch <- prometheus.MustNewConstMetric(descResumeFailures, prometheus.CounterValue, float64(f.resumes.failures.Load()), id)
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedConn.Load()), id, "connection")
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedHost.Load()), id, "host")
 	ch <- prometheus.MustNewConstMetric(descPingsEchoed, prometheus.CounterValue, float64(f.pingsEchoed.Load()), id)
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[0].Load()), id, "false")
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")

@@ -33,7 +33,8 @@ const (
 	DefaultMaxRequestsPerConn     = 4096
 	DefaultMaxConns               = 10000
 	DefaultMaxStreams             = 16384
-	DefaultMaxWatchBacklog        = 1000000
+	DefaultMaxWatchBacklogBytes   = 64 << 20
+	DefaultMaxWatchBytesPerConn   = 16 << 20
 	DefaultIdleConnTimeout        = 2 * time.Minute
 )
 
@@ -78,7 +79,9 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.APIMaxWatches, DefaultAPIMaxWatches)
 	setIfZero(&cfg.MaxConns, DefaultMaxConns)
 	setIfZero(&cfg.MaxStreams, DefaultMaxStreams)
-	setIfZero(&cfg.MaxWatchBacklog, DefaultMaxWatchBacklog)
+	setIfZero(&cfg.MaxWatchBacklogBytes, DefaultMaxWatchBacklogBytes)
+	setIfZero(&cfg.MaxWatchBytesPerConn, DefaultMaxWatchBytesPerConn)
+	setIfZero(&cfg.MaxFailedResumesPerHost, DefaultMaxFailedResumesPerHost)
 	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
 	setIfZero(&cfg.RequestReadTimeout, DefaultRequestReadTimeout)
 	cfg.Admission.fillDefaults()
@@ -138,8 +141,12 @@ func (c *Config) validateFront() error {
 		return bad("MaxConns", "%d must be at least 1", c.MaxConns)
 	case c.MaxStreams < 1:
 		return bad("MaxStreams", "%d must be at least 1", c.MaxStreams)
-	case c.MaxWatchBacklog < 1:
-		return bad("MaxWatchBacklog", "%d must be at least 1", c.MaxWatchBacklog)
+	case c.MaxWatchBacklogBytes < minWatchBytes:
+		return bad("MaxWatchBacklogBytes", "%d must be at least %d (one frame of long paths)", c.MaxWatchBacklogBytes, minWatchBytes)
+	case c.MaxFailedResumesPerHost < 1:
+		return bad("MaxFailedResumesPerHost", "%d must be at least 1", c.MaxFailedResumesPerHost)
+	case c.MaxWatchBytesPerConn < minWatchBytes:
+		return bad("MaxWatchBytesPerConn", "%d must be at least %d (one frame of long paths)", c.MaxWatchBytesPerConn, minWatchBytes)
 	case c.IdleConnTimeout < 0:
 		return bad("IdleConnTimeout", "%v is negative", c.IdleConnTimeout)
 	case c.RequestReadTimeout < 0:
@@ -236,6 +243,7 @@ type front struct {
 	handshakes     [2]atomic.Uint64 // connections accepted: [0] full TLS handshake, [1] resumed
 	watchesBy      watchCounts      // caps.go
 	capRefusals    capRefusals
+	resumes        *resumeLimiter // resumelimit.go
 }
 
 // A unaryHandler answers one request with one response. When it returns
@@ -268,8 +276,9 @@ func (s *Server) openFront() error {
 	}
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
-	f.hub.maxBacklog = s.cfg.MaxWatchBacklog
+	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
 	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
+	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
 	f.register()
 	s.front = f
@@ -416,7 +425,10 @@ type clientConn struct {
 	mu       sync.Mutex
 	attached map[uint64]struct{}
 	watches  int
-	endMux   func() // ends the connection's mux stream, if one is served
+
+	watchBytes watchBudget // guarded by the watch hub's lock
+	resumes    connResumes // guarded by the resume limiter's lock
+	endMux     func()      // ends the connection's mux stream, if one is served
 }
 
 func (c *clientConn) attach(id uint64) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -48,6 +49,13 @@ func (f *front) observe(o ApplyObserver) {
 // each watcher has a FIFO queue: a watch sees every event after its start
 // revision once, in revision order. A queue is bounded; a watcher that
 // falls behind it is closed with a Resync.
+//
+// Memory is bounded in bytes, not events: an event of a 1000-byte path
+// costs what a thousand short ones do. Each queued or in-flight event
+// counts its path plus watchEventOverhead, against the hub's total
+// (Config.MaxWatchBacklogBytes) and its connection's (a watchBudget,
+// Config.MaxWatchBytesPerConn); a push beyond either finishes the watcher
+// with a Resync, and the reason names the cap.
 type watchHub struct {
 	restores func() uint64 // the FSM's snapshot install count
 	applied  func() uint64 // the namespace's applied index
@@ -60,12 +68,16 @@ type watchHub struct {
 	restored uint64 // restores seen
 	bufSize  int
 
-	// backlog counts the events queued for, or being written to, every
-	// watcher; a push beyond maxBacklog finishes that watcher with a
-	// Resync, as a full queue does (Config.MaxWatchBacklog).
+	// backlog counts the bytes of the events queued for, or being
+	// written to, every watcher (eventBytes); a push beyond maxBacklog,
+	// or beyond maxConnBytes on its connection's budget, finishes that
+	// watcher with a Resync, as a full queue does.
 	backlog        int
-	maxBacklog     int
+	maxBacklog     int // Config.MaxWatchBacklogBytes
+	maxConnBytes   int // Config.MaxWatchBytesPerConn
 	backlogResyncs uint64
+	connResyncs    uint64
+	budgets        map[*watchBudget]struct{} // of connections with watches
 
 	exact     map[string]map[*watcher]struct{} // non-recursive watchers by path
 	recursive map[string]map[*watcher]struct{} // recursive watchers by path
@@ -74,16 +86,18 @@ type watchHub struct {
 
 func newWatchHub(history, bufSize int, applied, restores func() uint64) *watchHub {
 	return &watchHub{
-		restores:   restores,
-		applied:    applied,
-		ring:       make([]namespace.Event, history),
-		base:       applied(),
-		rev:        applied(),
-		restored:   restores(),
-		bufSize:    bufSize,
-		maxBacklog: math.MaxInt,
-		exact:      map[string]map[*watcher]struct{}{},
-		recursive:  map[string]map[*watcher]struct{}{},
+		restores:     restores,
+		applied:      applied,
+		ring:         make([]namespace.Event, history),
+		base:         applied(),
+		rev:          applied(),
+		restored:     restores(),
+		bufSize:      bufSize,
+		maxBacklog:   math.MaxInt,
+		maxConnBytes: math.MaxInt,
+		budgets:      map[*watchBudget]struct{}{},
+		exact:        map[string]map[*watcher]struct{}{},
+		recursive:    map[string]map[*watcher]struct{}{},
 	}
 }
 
@@ -97,16 +111,50 @@ type watcher struct {
 
 	notify chan struct{} // capacity 1
 
-	queue    []session.WatchEvent
-	inflight int // events taken by the writer and not yet sent
+	queue  []session.WatchEvent
+	queued int // bytes of queue (eventBytes)
+	// inflight: bytes of the events the writer took and has not sent.
+	inflight int
+	// budget is the connection's, nil for a watch no connection owns
+	// (the HTTP API's: only the hub's total bounds those).
+	budget *watchBudget
 	// done: the hub sends nothing more; the writer sends what is queued
 	// (a Resync last when it overflowed) and ends the stream.
 	done       bool
 	registered bool
+	// why names the cap that finished the watch, "" otherwise.
+	why string
 }
 
 func newWatcher(path string, kind session.WatchKind, from uint64, oneShot bool) *watcher {
 	return &watcher{path: path, kind: kind, from: from, oneShot: oneShot, notify: make(chan struct{}, 1)}
+}
+
+// watchBudget is the bytes of watch events held for one connection's
+// watches, guarded by the hub's lock.
+type watchBudget struct {
+	bytes    int
+	watchers int
+}
+
+// watchEventOverhead is what an event costs besides its path: the queue
+// entry and what its encoding adds in a frame.
+const watchEventOverhead = 48
+
+// minWatchBytes is the least a byte cap may be: a frame's worth of
+// events of long paths, so that a cap never resyncs every watch at once.
+const minWatchBytes = 64 << 10
+
+// eventBytes is what ev counts against the byte caps.
+func eventBytes(ev *session.WatchEvent) int { return len(ev.Path) + watchEventOverhead }
+
+// eventsBytes sums eventBytes over evs.
+func eventsBytes(evs []session.WatchEvent) int {
+	n := 0
+	for i := range evs {
+		n += eventBytes(&evs[i])
+	}
+	return n
 }
 
 func (w *watcher) wake() {
@@ -244,27 +292,53 @@ func (h *watchHub) pushLocked(w *watcher, ev session.WatchEvent) {
 	if w.done {
 		return
 	}
-	full := len(w.queue) >= h.bufSize
-	if ev.Type != session.EventResync && (full || h.backlog >= h.maxBacklog) {
-		if !full {
-			h.backlogResyncs++
+	size := eventBytes(&ev)
+	if ev.Type != session.EventResync {
+		if why := h.overLocked(w, size); why != "" || len(w.queue) >= h.bufSize {
+			oldest := ev.Rev
+			if len(w.queue) > 0 {
+				oldest = w.queue[0].Rev
+			}
+			resync := session.WatchEvent{Type: session.EventResync, Rev: oldest - 1}
+			h.chargeLocked(w, eventBytes(&resync)-w.queued)
+			w.queue, w.queued = append(w.queue[:0], resync), eventBytes(&resync)
+			w.why = why
+			h.finishLocked(w)
+			return
 		}
-		oldest := ev.Rev
-		if len(w.queue) > 0 {
-			oldest = w.queue[0].Rev
-		}
-		h.backlog -= len(w.queue) - 1
-		w.queue = append(w.queue[:0], session.WatchEvent{Type: session.EventResync, Rev: oldest - 1})
-		h.finishLocked(w)
-		return
 	}
-	h.backlog++
-	w.queue = append(w.queue, ev)
+	h.chargeLocked(w, size)
+	w.queue, w.queued = append(w.queue, ev), w.queued+size
 	if w.oneShot && ev.Type != session.EventResync {
 		h.finishLocked(w)
 		return
 	}
 	w.wake()
+}
+
+// overLocked names the byte cap that size more bytes for w would pass
+// (counting the hub's resyncs), or "".
+func (h *watchHub) overLocked(w *watcher, size int) string {
+	switch {
+	case h.backlog+size > h.maxBacklog:
+		h.backlogResyncs++
+		return fmt.Sprintf("watch resynced: the watches of all clients hold %d bytes of events not yet read, the cap of %d (latchd --%s)",
+			h.backlog, h.maxBacklog, capWatchBacklogBytes)
+	case w.budget != nil && w.budget.bytes+size > h.maxConnBytes:
+		h.connResyncs++
+		return fmt.Sprintf("watch resynced: this connection's watches hold %d bytes of events not yet read, the cap of %d (latchd --%s)",
+			w.budget.bytes, h.maxConnBytes, capWatchBytesPerConn)
+	}
+	return ""
+}
+
+// chargeLocked adds n bytes (n < 0 gives them back) to the hub's total
+// and w's connection budget; the caller keeps w.queued and w.inflight.
+func (h *watchHub) chargeLocked(w *watcher, n int) {
+	h.backlog += n
+	if w.budget != nil {
+		w.budget.bytes += n
+	}
 }
 
 // finishLocked stops routing events to w and wakes its writer to end.
@@ -281,6 +355,10 @@ func (h *watchHub) finishLocked(w *watcher) {
 func (h *watchHub) register(w *watcher) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if b := w.budget; b != nil {
+		b.watchers++
+		h.budgets[b] = struct{}{}
+	}
 	h.checkRestoreLocked(h.applied())
 	if w.from == 0 {
 		w.from = h.rev
@@ -298,7 +376,8 @@ func (h *watchHub) register(w *watcher) uint64 {
 			w.done = true
 		}
 	}
-	h.backlog += len(w.queue)
+	w.queued = eventsBytes(w.queue)
+	h.chargeLocked(w, w.queued)
 	if !w.done {
 		h.indexLocked(w)
 	}
@@ -311,16 +390,20 @@ func (h *watchHub) register(w *watcher) uint64 {
 func (h *watchHub) replayLocked(w *watcher) bool {
 	at := func(i int) *namespace.Event { return &h.ring[(h.head+i)%len(h.ring)] }
 	first := sort.Search(h.n, func(i int) bool { return at(i).Rev > w.from })
+	size := 0
 	for i := first; i < h.n; i++ {
 		ev := at(i)
 		if !w.wants(ev) {
 			continue
 		}
-		if len(w.queue) == h.bufSize || h.backlog+len(w.queue) >= h.maxBacklog {
+		wev := wireEvent(ev)
+		size += eventBytes(&wev)
+		if len(w.queue) == h.bufSize || h.backlog+size > h.maxBacklog ||
+			(w.budget != nil && w.budget.bytes+size > h.maxConnBytes) {
 			w.queue = w.queue[:0]
 			return false
 		}
-		w.queue = append(w.queue, wireEvent(ev))
+		w.queue = append(w.queue, wev)
 		if w.oneShot {
 			break
 		}
@@ -366,24 +449,52 @@ func (h *watchHub) unregister(w *watcher) {
 	defer h.mu.Unlock()
 	w.done = true
 	h.unindexLocked(w)
-	h.backlog -= len(w.queue) + w.inflight
-	w.queue, w.inflight = nil, 0
+	h.chargeLocked(w, -w.queued-w.inflight)
+	w.queue, w.queued, w.inflight = nil, 0, 0
+	if b := w.budget; b != nil {
+		if b.watchers--; b.watchers == 0 {
+			delete(h.budgets, b)
+		}
+		w.budget = nil // a second unregister changes nothing
+	}
 }
 
-// sent gives back the backlog of n events w's writer took and sent.
-func (h *watchHub) sent(w *watcher, n int) {
+// sent gives back the bytes of events w's writer took and has now sent
+// (a frame of them): a writer blocked on a slow client keeps counting
+// what it still holds.
+func (h *watchHub) sent(w *watcher, events []session.WatchEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := min(eventsBytes(events), w.inflight)
 	w.inflight -= n
-	h.backlog -= n
+	h.chargeLocked(w, -n)
 }
 
-// backlogStats returns the events queued for watches and the watches
-// resynced because the backlog was full (metrics).
-func (h *watchHub) backlogStats() (queued int, resyncs uint64) {
+// backlogStats returns the bytes of events queued for (or being written
+// to) watches, and the watches resynced because a byte cap was reached:
+// the hub's total, and a connection's (metrics).
+func (h *watchHub) backlogStats() (bytes int, resyncs, connResyncs uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.backlog, h.backlogResyncs
+	return h.backlog, h.backlogResyncs, h.connResyncs
+}
+
+// busiestConn returns the most bytes one connection's watches hold.
+func (h *watchHub) busiestConn() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := 0
+	for b := range h.budgets {
+		m = max(m, b.bytes)
+	}
+	return m
+}
+
+// reason names the cap that finished w, "" when none did.
+func (h *watchHub) reason(w *watcher) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.why
 }
 
 // take moves w's queued events into buf (reused) and reports whether the
@@ -391,10 +502,13 @@ func (h *watchHub) backlogStats() (queued int, resyncs uint64) {
 func (h *watchHub) take(w *watcher, buf []session.WatchEvent) ([]session.WatchEvent, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The writer is back for more, so it is done with what it took last
+	// time (sent or dropped as unreadable): that stops counting.
+	h.chargeLocked(w, -w.inflight)
 	// Swap rather than copy: the writer sends one slice while the hub
-	// fills the other.
+	// fills the other. What it takes now counts as in flight.
 	buf, w.queue = w.queue, buf[:0]
-	w.inflight += len(buf)
+	w.inflight, w.queued = w.queued, 0
 	return buf, w.done
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/latch-io/latch/namespace"
@@ -161,5 +162,87 @@ func TestWatchHubOverflowAndRestore(t *testing.T) {
 	}
 	if got, _ := h.take(late, nil); len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 51 {
 		t.Fatalf("watch from before the restore: %v", got)
+	}
+}
+
+// The hub counts bytes (path + watchEventOverhead per event) for its
+// total and per connection: a writer that takes again gives back what it
+// took before (the HTTP API's writer never calls sent), a connection over
+// its cap gets its watches resynced naming the cap while a watch of no
+// connection goes on, and everything is given back at the end.
+func TestWatchHubBytes(t *testing.T) {
+	h := newWatchHub(100, 1000, func() uint64 { return 0 }, func() uint64 { return 0 })
+	path := "/" + strings.Repeat("p", 99)
+	size := len(path) + watchEventOverhead
+	h.maxConnBytes = 10 * size
+	conn := &watchBudget{}
+	a, b := newWatcher(path, session.WatchData, 0, false), newWatcher(path, session.WatchData, 0, false)
+	a.budget, b.budget = conn, conn
+	api := newWatcher(path, session.WatchData, 0, false)
+	for _, w := range []*watcher{a, b, api} {
+		h.register(w)
+	}
+	rev := uint64(0)
+	apply := func(n int) {
+		for range n {
+			rev++
+			h.Applied([]*namespace.Result{{Index: rev, Events: []namespace.Event{{Type: namespace.EventDataChanged, Path: path, Rev: rev}}}})
+		}
+	}
+	check := func(what string, total, perConn int) {
+		t.Helper()
+		if got, _, _ := h.backlogStats(); got != total || conn.bytes != perConn {
+			t.Fatalf("%s: hub holds %d bytes, connection %d; want %d and %d", what, got, conn.bytes, total, perConn)
+		}
+	}
+	apply(3)
+	check("3 events for 3 watches", 9*size, 6*size)
+	got, _ := h.take(a, nil)
+	h.sent(a, got[:1])
+	check("a sent 1 of the 3 it took", 8*size, 5*size)
+	h.take(a, got)
+	check("a took again", 6*size, 3*size)
+	evs, _ := h.take(api, nil)
+	apply(1)
+	h.take(api, evs) // no sent: the API's writer
+	check("api took twice without sent", 6*size, 5*size)
+	if h.busiestConn() != 5*size {
+		t.Fatalf("busiest connection holds %d", h.busiestConn())
+	}
+
+	// a and b share the connection's 10 events; the API's watch is bound
+	// only by the hub's total.
+	apply(3)
+	if a.done == b.done {
+		t.Fatalf("over the connection cap: a done %v, b done %v; want one of them", a.done, b.done)
+	}
+	over := a
+	if b.done {
+		over = b
+	}
+	if !strings.Contains(h.reason(over), "--"+capWatchBytesPerConn) {
+		t.Fatalf("resync reason %q does not name the cap", h.reason(over))
+	}
+	if conn.bytes > h.maxConnBytes {
+		t.Fatalf("the connection holds %d bytes, cap %d", conn.bytes, h.maxConnBytes)
+	}
+	if api.done || h.reason(api) != "" {
+		t.Fatal("a watch of no connection was resynced for a connection's cap")
+	}
+	_, _, connResyncs := h.backlogStats()
+	if connResyncs == 0 {
+		t.Fatal("no resync counted for the connection cap")
+	}
+	h.maxBacklog = 0
+	apply(1)
+	if !api.done || !strings.Contains(h.reason(api), "--"+capWatchBacklogBytes) {
+		t.Fatalf("over the hub's cap: api done %v, reason %q", api.done, h.reason(api))
+	}
+	for _, w := range []*watcher{a, b, api} {
+		h.unregister(w)
+	}
+	check("all unregistered", 0, 0)
+	if len(h.budgets) != 0 {
+		t.Fatalf("%d connection budgets left", len(h.budgets))
 	}
 }

@@ -49,6 +49,7 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 	defer f.watchesBy.remove(c.identity)
 
 	w := newWatcher(req.Path, kind, req.FromRev, req.OneShot)
+	w.budget = &c.watchBytes
 	start := f.hub.register(w)
 	defer f.hub.unregister(w)
 	if err := session.WriteResponse(str, &session.Response{Rev: start}); err != nil {
@@ -75,13 +76,15 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 			// for: the stream ends and its events are given back.
 			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 			if done && j == len(events) {
+				// A watch a byte cap ended says which, next to its Resync.
+				frame.Message = f.hub.reason(w)
 				_ = session.Reply(str, frame)
 				return nil
 			}
 			if err := session.WriteResponse(str, frame); err != nil {
 				return nil
 			}
-			f.hub.sent(w, j-i)
+			f.hub.sent(w, events[i:j])
 			i = j
 		}
 	}

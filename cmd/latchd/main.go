@@ -80,7 +80,9 @@ type options struct {
 	admission                         server.AdmissionConfig
 	maxReconnectGrace                 time.Duration
 	maxRequestsPerConn                int
-	maxWatchBacklog                   int
+	maxWatchBacklogBytes              int
+	maxWatchBytesPerConn              int
+	maxFailedResumesPerHost           int
 	idleConnTimeout                   time.Duration
 }
 
@@ -139,8 +141,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "requests in flight across all client connections; more get 'server busy'")
 	fs.IntVar(&o.maxRequestsPerConn, "max-requests-per-conn", server.DefaultMaxRequestsPerConn,
 		"requests (watches and waiting locks included) in flight on one connection; held locks take none")
-	fs.IntVar(&o.maxWatchBacklog, "max-watch-backlog", server.DefaultMaxWatchBacklog,
-		"watch events queued for slow readers across all watches; a watch beyond it ends with a resync")
+	fs.IntVar(&o.maxWatchBacklogBytes, "max-watch-backlog-bytes", server.DefaultMaxWatchBacklogBytes,
+		"bytes of watch events held for slow readers across all watches (path + 48 per event); a watch beyond it ends with a resync naming the cap")
+	fs.IntVar(&o.maxWatchBytesPerConn, "max-watch-bytes-per-conn", server.DefaultMaxWatchBytesPerConn,
+		"the same bytes for one client connection's watches; a watch beyond it ends with a resync naming the cap")
+	fs.IntVar(&o.maxFailedResumesPerHost, "max-failed-resumes-per-host", server.DefaultMaxFailedResumesPerHost,
+		"failed session resumes (wrong secret) one client host may make a second, burst twice that; more are refused saying so (a right secret always resumes)")
 	fs.StringVar(&o.cell, "cell", "", "serve one cell of a larger namespace: only /NAME and the paths below it (others are refused with WrongCell, naming their cell); the first leader creates /NAME. Default: no cell, every path")
 	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate): admins on the admin endpoint (membership, snapshots, backups; never \"\" there), and made admins of / by the first leader when the cluster has no ACL rules (--dev: dev-$USER, the CLI's dev identity)")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
@@ -335,7 +341,9 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.Limits.LockHistoryMax = o.lockHistory
 	cfg.Limits.LockHistoryMaxAgeMillis = o.lockHistoryAge.Milliseconds()
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = o.tlsCert, o.tlsKey, o.tlsClientCA
-	cfg.MaxConns, cfg.MaxStreams, cfg.MaxWatchBacklog = o.maxConns, o.maxStreams, o.maxWatchBacklog
+	cfg.MaxConns, cfg.MaxStreams = o.maxConns, o.maxStreams
+	cfg.MaxWatchBacklogBytes, cfg.MaxWatchBytesPerConn = o.maxWatchBacklogBytes, o.maxWatchBytesPerConn
+	cfg.MaxFailedResumesPerHost = o.maxFailedResumesPerHost
 	cfg.Admission, cfg.MaxReconnectGrace = o.admission, o.maxReconnectGrace
 	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
 	cfg.IdleConnTimeout = o.idleConnTimeout
