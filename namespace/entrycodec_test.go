@@ -86,37 +86,42 @@ func entryCodecCases() (hot, rare map[string]*Entry) {
 	set := Command{Op: OpSet, Path: "/latch-bench-0123456789ab/k00042", Data: make([]byte, 100), Version: AnyVersion,
 		Session: 1_763_900_000, Identity: "CN=bench-client"}
 	hot = map[string]*Entry{
-		"noop":            {Time: now, Cmd: Command{Op: OpNoop}},
-		"create":          {Time: now, Cmd: Command{Op: OpCreate, Path: "/svc/q-", Data: []byte("x\x00y"), Flags: FlagEphemeral | FlagSequential, Version: AnyVersion, Session: 7, Identity: "CN=alice"}},
-		"set":             {Time: now, Cmd: set},
-		"set versioned":   {Time: now, Cmd: Command{Op: OpSet, Path: "/a", Data: []byte("v"), Version: 1 << 40}},
-		"delete":          {Time: now, Cmd: Command{Op: OpDelete, Path: "/x", Version: 3, Session: 9}},
-		"check":           {Time: now, Cmd: Command{Op: OpCheck, Path: "/c", Version: 0}},
-		"multi":           {Time: now, Cmd: Command{Op: OpMulti, Identity: "CN=bench", Ops: []Command{set, {Op: OpCreate, Path: "/n", Data: []byte{}, Version: AnyVersion}, {Op: OpDelete, Path: "/d", Version: 200}, {Op: OpCheck, Path: "/c", Version: 70000}}}},
-		"session open":    {Time: now, Cmd: Command{Op: OpSessionOpen, Secret: bytes.Repeat([]byte{0xfe}, 32), TTLMillis: 10_000, Identity: "CN=alice", Host: "10.0.0.7"}},
-		"session close":   {Time: now, Cmd: Command{Op: OpSessionClose, Session: 1 << 33, Identity: "CN=alice"}},
-		"session expire":  {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: []uint64{1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, math.MaxUint64}}},
-		"set member":      {Time: now, Cmd: Command{Op: OpSetMember, Member: &Member{ID: "n1", RaftAddr: "10.0.0.1:7000", ClientAddr: "10.0.0.1:7001", HTTPAddr: "10.0.0.1:7002", APIAddr: "10.0.0.1:7003"}}},
-		"set member id":   {Time: now, Cmd: Command{Op: OpSetMember, Member: &Member{ID: "n2"}}},
-		"remove member":   {Time: now, Cmd: Command{Op: OpRemoveMember, Member: &Member{ID: ""}}},
-		"lock request":    {Time: now, Cmd: Command{Op: OpLockRequest, Path: "/latch-bench-0123456789ab/contended/l3", Session: 123456, Identity: "bench-client", RequestID: "r-1234", Mode: LockShared, HoldTTLMillis: 30_000, LockDelayMillis: NoLockDelay, Try: true}},
-		"lock cancel":     {Time: now, Cmd: Command{Op: OpLockCancel, Path: "/l/lock-0000000001", Session: 5, Withdrawn: true}},
-		"lock release":    {Time: now, Cmd: Command{Op: OpLockRelease, Path: "/l/lock-0000000001", Session: 5}},
-		"lock renew":      {Time: now, Cmd: Command{Op: OpLockRenew, Path: "/l/lock-0000000001", Session: 5}},
-		"hash check":      {Time: now, Cmd: Command{Op: OpHashCheck, Data: bytes.Repeat([]byte{1}, 32), Version: 99}},
-		"acl default":     {Time: now, Cmd: Command{Op: OpACLBootstrap, ACLDefault: PermRead}},
-		"str8":            {Time: now, Cmd: Command{Op: OpSet, Path: "/" + long, Identity: long[:31], RequestID: long[:32]}},
-		"str16 bin16":     {Time: now, Cmd: Command{Op: OpSet, Path: "/" + strings.Repeat("q", 300), Data: make([]byte, 256)}},
-		"str32 bin32":     {Time: now, Cmd: Command{Op: OpSet, Path: "/" + strings.Repeat("q", 70000), Data: make([]byte, 65536)}},
-		"array16":         {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: make([]uint64, 16)}},
-		"array32":         {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: make([]uint64, 65536)}},
-		"negative":        {Time: -1, Cmd: Command{Op: OpSet, Version: -32, TTLMillis: -33, HoldTTLMillis: -128, LockDelayMillis: -129}},
-		"int widths":      {Time: math.MinInt64, Cmd: Command{Op: OpSet, Version: math.MaxInt64, TTLMillis: 128, HoldTTLMillis: 32768, LockDelayMillis: -32769}},
-		"int32 edges":     {Time: math.MaxInt32, Cmd: Command{Op: OpSet, Version: math.MinInt32, TTLMillis: math.MaxInt32 + 1, HoldTTLMillis: math.MinInt32 - 1, LockDelayMillis: math.MinInt16}},
-		"uint8 edges":     {Time: 127, Cmd: Command{Op: Op(255), Flags: CreateFlags(128), Mode: LockMode(127), ACLDefault: Perm(200), Session: 128}},
-		"all empty":       {},
-		"multi of multi":  {Time: now, Cmd: Command{Op: OpMulti, Ops: []Command{{Op: OpMulti, Ops: []Command{{Op: OpSet, Path: "/a"}}}}}},
-		"many fields":     {Time: now, Cmd: Command{Op: OpMulti, Ops: make([]Command, 17)}},
+		"noop":           {Time: now, Cmd: Command{Op: OpNoop}},
+		"create":         {Time: now, Cmd: Command{Op: OpCreate, Path: "/svc/q-", Data: []byte("x\x00y"), Flags: FlagEphemeral | FlagSequential, Version: AnyVersion, Session: 7, Identity: "CN=alice"}},
+		"set":            {Time: now, Cmd: set},
+		"set versioned":  {Time: now, Cmd: Command{Op: OpSet, Path: "/a", Data: []byte("v"), Version: 1 << 40}},
+		"delete":         {Time: now, Cmd: Command{Op: OpDelete, Path: "/x", Version: 3, Session: 9}},
+		"check":          {Time: now, Cmd: Command{Op: OpCheck, Path: "/c", Version: 0}},
+		"multi":          {Time: now, Cmd: Command{Op: OpMulti, Identity: "CN=bench", Ops: []Command{set, {Op: OpCreate, Path: "/n", Data: []byte{}, Version: AnyVersion}, {Op: OpDelete, Path: "/d", Version: 200}, {Op: OpCheck, Path: "/c", Version: 70000}}}},
+		"session open":   {Time: now, Cmd: Command{Op: OpSessionOpen, Secret: bytes.Repeat([]byte{0xfe}, 32), TTLMillis: 10_000, Identity: "CN=alice", Host: "10.0.0.7"}},
+		"session close":  {Time: now, Cmd: Command{Op: OpSessionClose, Session: 1 << 33, Identity: "CN=alice"}},
+		"session expire": {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: []uint64{1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, math.MaxUint64}}},
+		"set member":     {Time: now, Cmd: Command{Op: OpSetMember, Member: &Member{ID: "n1", RaftAddr: "10.0.0.1:7000", ClientAddr: "10.0.0.1:7001", HTTPAddr: "10.0.0.1:7002", APIAddr: "10.0.0.1:7003"}}},
+		"set member id":  {Time: now, Cmd: Command{Op: OpSetMember, Member: &Member{ID: "n2"}}},
+		"remove member":  {Time: now, Cmd: Command{Op: OpRemoveMember, Member: &Member{ID: ""}}},
+		"lock request":   {Time: now, Cmd: Command{Op: OpLockRequest, Path: "/latch-bench-0123456789ab/contended/l3", Session: 123456, Identity: "bench-client", RequestID: "r-1234", Mode: LockShared, HoldTTLMillis: 30_000, LockDelayMillis: NoLockDelay, Try: true}},
+		"lock cancel":    {Time: now, Cmd: Command{Op: OpLockCancel, Path: "/l/lock-0000000001", Session: 5, Withdrawn: true}},
+		"lock release":   {Time: now, Cmd: Command{Op: OpLockRelease, Path: "/l/lock-0000000001", Session: 5}},
+		"lock renew":     {Time: now, Cmd: Command{Op: OpLockRenew, Path: "/l/lock-0000000001", Session: 5}},
+		"hash check":     {Time: now, Cmd: Command{Op: OpHashCheck, Data: bytes.Repeat([]byte{1}, 32), Version: 99}},
+		"acl default":    {Time: now, Cmd: Command{Op: OpACLBootstrap, ACLDefault: PermRead}},
+		"str8":           {Time: now, Cmd: Command{Op: OpSet, Path: "/" + long, Identity: long[:31], RequestID: long[:32]}},
+		"str16 bin16":    {Time: now, Cmd: Command{Op: OpSet, Path: "/" + strings.Repeat("q", 300), Data: make([]byte, 256)}},
+		"str32 bin32":    {Time: now, Cmd: Command{Op: OpSet, Path: "/" + strings.Repeat("q", 70000), Data: make([]byte, 65536)}},
+		"array16":        {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: make([]uint64, 16)}},
+		"array32":        {Time: now, Cmd: Command{Op: OpSessionExpire, Sessions: make([]uint64, 65536)}},
+		"negative":       {Time: -1, Cmd: Command{Op: OpSet, Version: -32, TTLMillis: -33, HoldTTLMillis: -128, LockDelayMillis: -129}},
+		"int widths":     {Time: math.MinInt64, Cmd: Command{Op: OpSet, Version: math.MaxInt64, TTLMillis: 128, HoldTTLMillis: 32768, LockDelayMillis: -32769}},
+		"int32 edges":    {Time: math.MaxInt32, Cmd: Command{Op: OpSet, Version: math.MinInt32, TTLMillis: math.MaxInt32 + 1, HoldTTLMillis: math.MinInt32 - 1, LockDelayMillis: math.MinInt16}},
+		"uint8 edges":    {Time: 127, Cmd: Command{Op: Op(255), Flags: CreateFlags(128), Mode: LockMode(127), ACLDefault: Perm(200), Session: 128}},
+		"all empty":      {},
+		"multi of multi": {Time: now, Cmd: Command{Op: OpMulti, Ops: []Command{{Op: OpMulti, Ops: []Command{{Op: OpSet, Path: "/a"}}}}}},
+		"many fields":    {Time: now, Cmd: Command{Op: OpMulti, Ops: make([]Command, 17)}},
+		"get":            {Time: now, Cmd: Command{Op: OpGet, Path: "/g", Version: AnyVersion}},
+		"txn": {Time: now, Cmd: Command{Op: OpTxn, Identity: "CN=bench",
+			Compares: []Compare{{Path: "/a", Target: CmpValue, Value: []byte("x")}, {Path: "/b", Target: CmpVersion, Op: CmpGreater, Number: -3}, {Path: "/c", Target: CmpExists}},
+			Ops:      []Command{set, {Op: OpGet, Path: "/a", Version: AnyVersion}},
+			Else:     []Command{{Op: OpCreate, Path: "/a", Data: []byte("x"), Version: AnyVersion}, {Op: OpCheck, Path: "/c", Version: 4}}}},
 		"every cmd field": {Time: now, Cmd: Command{Op: OpSet, Path: "/p", Data: []byte("d"), Flags: 1, Version: 2, Session: 3, Sessions: []uint64{4}, Secret: []byte("s"), TTLMillis: 5, Identity: "i", Host: "h", Ops: []Command{{}}, Member: &Member{ID: "m"}, Mode: 1, HoldTTLMillis: 6, LockDelayMillis: 7, Try: true, RequestID: "r", ACLDefault: 8, Withdrawn: true}},
 	}
 	rare = map[string]*Entry{
@@ -407,9 +412,25 @@ func (g *entryGen) command(depth int) Command {
 	if on(18) {
 		c.Limits = &Limits{MaxPathBytes: int(g.i64()), MaxDepth: int(g.i64()), MaxDataBytes: int(g.i64()), MaxMultiOps: int(g.i64()),
 			MaxChildrenPage: int(g.i64()), MaxLockBatch: int(g.i64()), DefaultLockDelayMillis: g.i64(), MaxLockDelayMillis: g.i64(),
-			LockHistoryMax: int(g.i64()), LockHistoryMaxAgeMillis: g.i64(), MaxLockRequestsPerSession: int(g.i64())}
+			LockHistoryMax: int(g.i64()), LockHistoryMaxAgeMillis: g.i64(), MaxLockRequestsPerSession: int(g.i64()),
+			MinSessionTTLMillis: g.i64(), MaxSessionTTLMillis: g.i64()}
 	}
 	c.Withdrawn = on(19)
+	if on(20) {
+		c.Compares = make([]Compare, int(g.byte())%4)
+		for i := range c.Compares {
+			c.Compares[i] = Compare{Path: g.str(), Target: CmpTarget(g.byte()), Op: CmpOp(g.byte()), Number: g.i64()}
+			if g.byte()&1 == 1 {
+				c.Compares[i].Value = g.bytes()
+			}
+		}
+	}
+	if on(21) && depth < 3 {
+		c.Else = make([]Command, int(g.byte())%4)
+		for i := range c.Else {
+			c.Else[i] = g.command(depth + 1)
+		}
+	}
 	return c
 }
 
@@ -545,6 +566,7 @@ func TestEntryCodecEveryField(t *testing.T) {
 	checkEntryCodec(t, e)
 	e.Cmd.ACL, e.Cmd.Limits = nil, nil
 	e.Cmd.Ops[0].ACL, e.Cmd.Ops[0].Limits = nil, nil
+	e.Cmd.Else[0].ACL, e.Cmd.Else[0].Limits = nil, nil
 	if !checkEntryCodec(t, e) {
 		t.Errorf("the fast decoder declines %+v: a field it does not know?", e.Cmd)
 	}
