@@ -106,9 +106,9 @@ type Result struct {
 	// Succeeded (OpTxn): every compare held and the then branch ran (else
 	// the else branch); set on failure too, naming the branch that failed.
 	Succeeded bool
-	Data      []byte // a txn's OpGet: the node's data (do not modify)
-	Events  []Event  // in order; empty when Err != nil
-	Grants  []Grant  // locks this command granted, in revision order; their token is Index
+	Data      []byte  // a txn's OpGet: the node's data (do not modify)
+	Events    []Event // in order; empty when Err != nil
+	Grants    []Grant // locks this command granted, in revision order; their token is Index
 	// HashView (OpHashCheck) is the state as of this command, to hash
 	// (Snapshot.Hash) and Release; nil when the command failed.
 	HashView *Snapshot
