@@ -23,6 +23,9 @@ func (f *front) txn(ctx context.Context, c *clientConn, req *session.Request) (*
 		if err := cmp.Validate(); err != nil {
 			return nil, fmt.Errorf("txn compare %d: %w", i, err)
 		}
+		if err := namespace.ValidatePath(cmp.Path, l); err != nil {
+			return nil, fmt.Errorf("txn compare %d: %w", i, err)
+		}
 	}
 	then, err := f.commandOps(req.Ops, req.Session, "txn then", true)
 	if err != nil {
