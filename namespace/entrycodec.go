@@ -381,8 +381,9 @@ func mpACLRuleSize(r *ACLRule) int {
 
 // mpLimits: no Limits field is omitempty.
 func mpLimits(b []byte, l *Limits) []byte {
-	b = append(b, 0x80|byte(len(mpLimitsFields(l))))
-	for _, f := range mpLimitsFields(l) {
+	fields := mpLimitsFields(l)
+	b = msgp.AppendMapLen(b, len(fields))
+	for _, f := range fields {
 		b = msgp.AppendKey(b, f.key)
 		b = msgp.AppendInt(b, f.v)
 	}
@@ -390,8 +391,9 @@ func mpLimits(b []byte, l *Limits) []byte {
 }
 
 func mpLimitsSize(l *Limits) int {
-	n := 1
-	for _, f := range mpLimitsFields(l) {
+	fields := mpLimitsFields(l)
+	n := msgp.ContainerLenSize(len(fields))
+	for _, f := range fields {
 		n += msgp.KeySize(f.key) + msgp.IntSize(f.v)
 	}
 	return n
