@@ -16,7 +16,7 @@ import (
 func FuzzTxn(f *testing.F) {
 	for _, seed := range [][]byte{
 		{},
-		{1, 0, 5, 0, 0, 0, 1, 1, 0, 0, 0, 0},       // if exists /f/a = 1 then create /f/a
+		{1, 0, 5, 0, 0, 0, 1, 1, 0, 0, 0, 0}, // if exists /f/a = 1 then create /f/a
 		{2, 0, 1, 0, 1, 0, 0, 1, 1, 1, 1, 2, 0, 4}, // value compares, set, get
 		{3, 1, 2, 2, 0, 3, 2, 3, 1, 0, 0, 5, 2, 2, 1, 3, 0, 2, 1, 1, 4},
 		{1, 2, 9, 0, 0, 0, 0, 0},    // a bad target

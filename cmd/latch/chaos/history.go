@@ -27,12 +27,12 @@ const (
 	// else branch's read in Value, Version).
 	OpKVTxnCAS    = "kv-txn-cas"
 	OpKVTxnCreate = "kv-txn-create"
-	OpAcquire      = "lock-acquire" // Args.Key lock path, Args.Mode; Token on completion
-	OpRelease      = "lock-release"
-	OpStoreRead    = "store-read"  // Args.Key store key; Token; Result.Value
-	OpStoreWrite   = "store-write" // Args.Value written
-	OpCampaign     = "campaign"    // Token = term on completion
-	OpResign       = "resign"
+	OpAcquire     = "lock-acquire" // Args.Key lock path, Args.Mode; Token on completion
+	OpRelease     = "lock-release"
+	OpStoreRead   = "store-read"  // Args.Key store key; Token; Result.Value
+	OpStoreWrite  = "store-write" // Args.Value written
+	OpCampaign    = "campaign"    // Token = term on completion
+	OpResign      = "resign"
 
 	EvSessionState = "session-state" // Result.State: connected, jeopardy, reconnected, expired
 	EvLockLost     = "lock-lost"     // Token of the lock (or election term) whose Lost() closed
