@@ -21,21 +21,24 @@ const (
 	OpKVCreate     = "kv-create"
 	OpKVSet        = "kv-set"
 	OpKVDelete     = "kv-delete"
-	// Txns on one key: kv-txn-cas is "if value = Args.Expect then set
-	// Args.Value" (Result.Succeeded, Version of the set); kv-txn-create is
-	// "if absent then create Args.Value else get" (Result.Succeeded; the
-	// else branch's read in Value, Version).
-	OpKVTxnCAS    = "kv-txn-cas"
-	OpKVTxnCreate = "kv-txn-create"
-	OpAcquire     = "lock-acquire" // Args.Key lock path, Args.Mode; Token on completion
-	OpRelease     = "lock-release"
-	OpStoreRead   = "store-read"  // Args.Key store key; Token; Result.Value
-	OpStoreWrite  = "store-write" // Args.Value written
-	OpCampaign    = "campaign"    // Token = term on completion
-	OpResign      = "resign"
+	OpAcquire      = "lock-acquire" // Args.Key lock path, Args.Mode; Token on completion
+	OpRelease      = "lock-release"
+	OpStoreRead    = "store-read"  // Args.Key store key; Token; Result.Value
+	OpStoreWrite   = "store-write" // Args.Value written
+	OpCampaign     = "campaign"    // Token = term on completion
+	OpResign       = "resign"
 
 	EvSessionState = "session-state" // Result.State: connected, jeopardy, reconnected, expired
 	EvLockLost     = "lock-lost"     // Token of the lock (or election term) whose Lost() closed
+)
+
+// Txns on one key, in the kv workload: kv-txn-cas is "if value =
+// Args.Expect then set Args.Value" (Result.Succeeded, Version of the
+// set); kv-txn-create is "if absent then create Args.Value else get"
+// (Result.Succeeded; the else branch's read in Value, Version).
+const (
+	OpKVTxnCAS    = "kv-txn-cas"
+	OpKVTxnCreate = "kv-txn-create"
 )
 
 // Outcomes of an operation.
