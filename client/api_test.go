@@ -271,3 +271,73 @@ func TestRedirectFromFollower(t *testing.T) {
 		t.Fatalf("the client talks to %+v, want the leader %s (err %v)", st, tc.Server(leader).ID(), err)
 	}
 }
+
+// TestTxn: the compares pick the branch, the branch runs all or nothing,
+// and the answer names the branch and carries each op's result.
+func TestTxn(t *testing.T) {
+	tc := startCluster(t, 3, clusterOptions{})
+	c := tc.dial(5 * time.Second)
+	ctx := testCtx(t)
+
+	// Create if absent, else read it: the first creates, the second reads.
+	for i, want := range []bool{true, false} {
+		resp, err := c.Txn().
+			If(NodeAbsent("/tx")).
+			Then(OpCreate("/tx", []byte("v1"))).
+			Else(OpGet("/tx")).
+			Commit(ctx)
+		if err != nil || resp.Succeeded != want || len(resp.Results) != 1 {
+			t.Fatalf("txn %d: %+v %v", i, resp, err)
+		}
+		if !want && (string(resp.Results[0].Data) != "v1" || resp.Results[0].Stat.Version != 0) {
+			t.Fatalf("else get: %+v", resp.Results[0])
+		}
+	}
+	// Set if the value is still v1, with every kind of compare holding.
+	_, st, err := c.Get(ctx, "/tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Txn().
+		If(Compare(Value("/tx"), "=", "v1"), Compare(Value("/tx"), ">", []byte("v0")),
+			Compare(Version("/tx"), "=", 0), Compare(CreateRev("/tx"), "=", st.CreateRev),
+			Compare(ModRev("/tx"), "<", int64(st.ModRev+1)), Compare(Owner("/tx"), "=", 0), NodeExists("/tx")).
+		Then(OpSet("/tx", []byte("v2")), OpGet("/tx")).
+		Commit(ctx)
+	if err != nil || !resp.Succeeded || string(resp.Results[1].Data) != "v2" || resp.Results[1].Stat.Version != 1 {
+		t.Fatalf("conditional set: %+v %v", resp, err)
+	}
+	// A failing op of the running branch fails the txn: nothing applied.
+	resp, err = c.Txn().
+		If(Compare(Value("/tx"), "!=", "v2")).
+		Else(OpCreate("/tx/new", nil), OpCreate("/tx", nil)).
+		Commit(ctx)
+	if !errors.Is(err, ErrNodeExists) || resp == nil || resp.Succeeded || !errors.Is(resp.Results[1].Err, ErrNodeExists) {
+		t.Fatalf("failing else: %+v %v", resp, err)
+	}
+	if ok, _, _ := c.Exists(ctx, "/tx/new"); ok {
+		t.Fatal("a failed txn created /tx/new")
+	}
+	// Bad compares are refused before sending; get is refused in a multi.
+	if _, err := c.Txn().If(Compare(Version("/tx"), "~", 1)).Commit(ctx); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("bad operator: %v", err)
+	}
+	if _, err := c.Txn().If(Compare(Value("/tx"), "=", 3)).Commit(ctx); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("value against a number: %v", err)
+	}
+	if _, err := c.Multi(ctx, OpGet("/tx")); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("get in a multi: %v", err)
+	}
+	// A session's txn owns its ephemerals; the owner compare sees it.
+	s, err := c.NewSession(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Txn().Then(OpCreate("/tx/e", nil, Ephemeral())).Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = c.Txn().If(Compare(Owner("/tx/e"), "=", s.ID())).Then(OpCheck("/tx/e", 0)).Commit(ctx)
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("owner compare: %+v %v", resp, err)
+	}
+}

@@ -165,6 +165,12 @@ func TestCells(t *testing.T) {
 		if _, err := x.Multi(ctx, OpCreate("/b/m", nil), OpCreate("/b/m/n", nil)); err != nil {
 			t.Fatalf("multi in one cell: %v", err)
 		}
+		if _, err := x.Txn().If(NodeExists("/a/m")).Then(OpCreate("/b/t", nil)).Commit(ctx); !errors.Is(err, ErrCrossCell) {
+			t.Fatalf("txn across cells: %v", err)
+		}
+		if resp, err := x.Txn().If(NodeExists("/b/m")).Then(OpGet("/b/m/n")).Commit(ctx); err != nil || !resp.Succeeded {
+			t.Fatalf("txn in one cell: %+v %v", resp, err)
+		}
 		for _, m := range []*Mutex{ma, mb} {
 			if err := m.Unlock(ctx); err != nil {
 				t.Fatal(err)

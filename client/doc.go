@@ -61,7 +61,7 @@
 // there).
 //
 // Reads, Sync and session requests are retried after a broken connection;
-// writes (Create, Set, Delete, Multi) are not, because the first attempt
+// writes (Create, Set, Delete, Multi, Txn) are not, because the first attempt
 // may have been applied: they fail with ErrUnknownOutcome and the caller
 // decides (read back, or retry knowing the write is idempotent). A write
 // refused with ErrNotLeader or ErrNoLeader was not applied and is retried,

@@ -8,8 +8,8 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// Op is one operation of a Multi, built by OpCreate, OpSet, OpDelete or
-// OpCheck.
+// Op is one operation of a Multi or a Txn, built by OpCreate, OpSet,
+// OpDelete or OpCheck (and OpGet, in a Txn only).
 type Op struct {
 	op  session.Op
 	err error // a bad option, reported by Multi
@@ -47,8 +47,11 @@ func OpCheck(path string, version int64) Op {
 type OpResult struct {
 	// Path is the node created by an OpCreate (with its sequence suffix).
 	Path string
-	// Stat is the node's metadata after an OpCreate or OpSet.
+	// Stat is the node's metadata after an OpCreate or OpSet, as checked
+	// by an OpCheck, or as read by a Txn's OpGet.
 	Stat Stat
+	// Data is a Txn's OpGet's data.
+	Data []byte
 	// Err is the op's error when the Multi failed; nil for the others.
 	Err error
 }
@@ -81,6 +84,9 @@ func (c *Client) multi(ctx context.Context, s *Session, ops []Op) ([]OpResult, e
 	for i, op := range ops {
 		if op.err != nil {
 			return nil, fmt.Errorf("latch: multi op %d: %w", i, op.err)
+		}
+		if op.op.Type == namespace.OpGet {
+			return nil, fmt.Errorf("latch: multi op %d: %w: OpGet is a Txn op", i, ErrBadOption)
 		}
 		req.Ops[i] = op.op
 	}

@@ -16,7 +16,7 @@ import (
 // twice would fail the second time although the first succeeded.
 func retryable(t session.MsgType) bool {
 	switch t {
-	case session.MsgCreate, session.MsgSet, session.MsgDelete, session.MsgMulti,
+	case session.MsgCreate, session.MsgSet, session.MsgDelete, session.MsgMulti, session.MsgTxn,
 		session.MsgLock, session.MsgLockRelease, session.MsgLockRenew, session.MsgACLSet, session.MsgACLRemove:
 		return false
 	}

@@ -464,6 +464,10 @@ func (c *cmdCtx) apply(cmd *Command, r *Result) {
 		err = c.check(cmd, r)
 	case OpMulti:
 		err = c.multi(cmd, r)
+	case OpTxn:
+		err = c.txn(cmd, r)
+	case OpGet:
+		err = fmt.Errorf("%w: get is a txn op; read with Store.Get", ErrBadCommand)
 	case OpSessionOpen:
 		err = c.openSession(cmd, r)
 	case OpSessionClose:

@@ -35,7 +35,7 @@ const (
 )
 
 // Ops after OpLockRenew are explicit constants in per-workstream ranges
-// (settings.go: OpSetLimits = 15).
+// (settings.go: OpSetLimits = 15; txn.go: OpTxn = 30, OpGet = 31).
 
 var opNames = [...]string{
 	OpNoop:          "noop",
@@ -58,6 +58,8 @@ var opNames = [...]string{
 	OpACLRemove:     "acl-remove",
 	OpSetLimits:     "set-limits",
 	OpHashCheck:     "hash-check",
+	OpTxn:           "txn",
+	OpGet:           "get",
 }
 
 func (o Op) String() string {
@@ -104,7 +106,7 @@ type Command struct {
 	// Host is OpSessionOpen's client IP address, recorded only for clients
 	// without a certificate (their session quota is per host).
 	Host   string    `codec:"acl_h,omitempty"`
-	Ops    []Command `codec:"ops,omitempty"` // OpMulti
+	Ops    []Command `codec:"ops,omitempty"` // OpMulti; OpTxn's then branch
 	Member *Member   `codec:"m,omitempty"`   // OpSetMember; OpRemoveMember uses only ID
 
 	// OpLockRequest: the mode, an optional hold TTL (0: held until
@@ -132,6 +134,11 @@ type Command struct {
 	// or its lock stream broke) rather than releasing it; the lock
 	// history says "canceled" instead of "released" for a held lock.
 	Withdrawn bool `codec:"ops_wd,omitempty"`
+
+	// OpTxn (txn.go): the conditions; Ops is the branch run when every
+	// compare holds, Else the branch run otherwise.
+	Compares []Compare `codec:"txn_if,omitempty"`
+	Else     []Command `codec:"txn_else,omitempty"`
 }
 
 // Member is one cluster member's addresses, kept in the namespace so that
@@ -159,8 +166,9 @@ var entryHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.WriteExt = true
 	h.RawToString = true
-	// Entry -> Cmd -> Ops -> Command -> Member is depth 5; anything deeper
-	// is garbage, and the cap keeps hostile nesting off the stack.
+	// Entry -> Cmd -> Ops (or a txn's Else) -> Command -> Member is depth
+	// 5; anything deeper is garbage, and the cap keeps hostile nesting off
+	// the stack.
 	h.MaxDepth = 8
 	// Never trust a length header for an allocation.
 	h.MaxInitLen = 4096

@@ -45,6 +45,9 @@
 //     the parent's counter as %010d (the counter counts sequential creates
 //     under that parent, starting at 0). A sequential path may end in "/",
 //     making the number the whole name ("/q/" gives "/q/0000000000").
+//   - Txn (txn.go) evaluates its compares, then runs its then or else
+//     ops (create, set, delete, check, get) exactly as a multi runs its
+//     ops; Result.Succeeded names the branch. See "Transactions" below.
 //   - Multi applies Create, Set, Delete and Check ops in order against a
 //     scratch overlay; later ops see earlier ones. Any other op inside a
 //     multi is ErrBadCommand. On failure Result.Err wraps the failing op's
@@ -184,8 +187,11 @@
 //   - Request defaults resolve in Apply from the settings (a lock request
 //     with LockDelayMillis 0 takes DefaultLockDelayMillis, capped at
 //     MaxLockDelayMillis), so they are the same on every member; whatever
-//     depends on a member instead (its clock, its session TTL bounds) the
-//     leader writes into the command before proposing it.
+//     depends on a member instead (its clock) the leader writes into the
+//     command before proposing it. The session TTL bounds
+//     (MinSessionTTLMillis, MaxSessionTTLMillis) are settings the leader
+//     applies when it opens a session: OpSessionOpen carries the TTL it
+//     granted, so a later change of the bounds leaves open sessions be.
 //
 // To add a setting: add an integer field to Limits (latch limits handles
 // settings as integers by json name) with a new codec tag and a json name, its default in DefaultLimits and its bounds in Limits.Validate,
@@ -207,6 +213,38 @@
 // cmdCtx.apply and a file with the op functions. An op reads and writes
 // only through cmdCtx (node, putNode, getRaw, putRaw, deleteRaw, emit), so
 // failure atomicity, multi and batching come for free.
+//
+// # Conditional transactions
+//
+// OpTxn{Compares, Ops (then), Else} is etcd's Txn in ZooKeeper's tree:
+// each Compare reads one node's value (bytes, compared byte-wise),
+// version, create or modify revision, ephemeral owner, or existence, with
+// =, !=, > or < (existence with = and != against 1 or 0). When every
+// compare holds the then ops run, else the else ops, against the
+// command's overlay like a multi's (later ops see earlier ones), all or
+// nothing. Decisions:
+//   - A compare of anything but existence on a missing node is false,
+//     whatever the operator: "version != 3" on a missing node does not
+//     hold. Existence is the one way to ask about absence (etcd's
+//     create_revision = 0 idiom is exists = 0 here).
+//   - Every compare is evaluated and authorized (r on its path), even
+//     after one failed; a compare that cannot be evaluated (bad path,
+//     unknown target, an ordering of existence) fails the command.
+//   - Both branches are checked for allowed ops before anything runs, and
+//     then+else count together against MaxMultiOps (compares have their
+//     own MaxMultiOps bound), so a bad txn fails whichever branch the
+//     state picks.
+//   - OpGet runs only in a txn: it reads through the overlay and fails
+//     with ErrNoNode on a missing node (guard it with an exists compare).
+//     A txn's gets return at most 1 MiB of data in all (one answer frame).
+//   - A failing op fails the whole command, as in a multi: Result.Err
+//     wraps it ("txn else op 1 (delete): ..."), Results has only that
+//     op's Err, and Succeeded still names the branch that failed.
+//   - ACLs and ownership are checked per op exactly as for the same op
+//     alone, with the txn's identity and session.
+//
+// Multi is the special case with no compares and no else branch, without
+// get; both run through one op runner (runOps).
 //
 // # Locks
 //

@@ -140,6 +140,20 @@ func mpCommand(b []byte, c *Command) []byte {
 		b = msgp.AppendKey(b, "ttl")
 		b = msgp.AppendInt(b, c.TTLMillis)
 	}
+	if len(c.Else) > 0 {
+		b = msgp.AppendKey(b, "txn_else")
+		b = msgp.AppendArrayLen(b, len(c.Else))
+		for i := range c.Else {
+			b = mpCommand(b, &c.Else[i])
+		}
+	}
+	if len(c.Compares) > 0 {
+		b = msgp.AppendKey(b, "txn_if")
+		b = msgp.AppendArrayLen(b, len(c.Compares))
+		for i := range c.Compares {
+			b = mpCompare(b, &c.Compares[i])
+		}
+	}
 	b = msgp.AppendKey(b, "v")
 	return msgp.AppendInt(b, c.Version)
 }
@@ -152,6 +166,7 @@ func mpCommandFields(c *Command) int {
 		c.Identity != "", c.LockDelayMillis != 0, c.HoldTTLMillis != 0, c.RequestID != "",
 		c.Try, c.Mode != 0, c.Member != nil, len(c.Ops) > 0, c.Withdrawn, c.Path != "",
 		c.Session != 0, len(c.Secret) > 0, len(c.Sessions) > 0, c.Limits != nil, c.TTLMillis != 0,
+		len(c.Else) > 0, len(c.Compares) > 0,
 	} {
 		if set {
 			n++
@@ -233,7 +248,66 @@ func mpCommandSize(c *Command) int {
 	if c.TTLMillis != 0 {
 		n += msgp.KeySize("ttl") + msgp.IntSize(c.TTLMillis)
 	}
+	if len(c.Else) > 0 {
+		n += msgp.KeySize("txn_else") + msgp.ContainerLenSize(len(c.Else))
+		for i := range c.Else {
+			n += mpCommandSize(&c.Else[i])
+		}
+	}
+	if len(c.Compares) > 0 {
+		n += msgp.KeySize("txn_if") + msgp.ContainerLenSize(len(c.Compares))
+		for i := range c.Compares {
+			n += mpCompareSize(&c.Compares[i])
+		}
+	}
 	return n + msgp.KeySize("v") + msgp.IntSize(c.Version)
+}
+
+// mpCompare: p and t always, c, n and v when set (sorted: c n p t v).
+func mpCompare(b []byte, c *Compare) []byte {
+	b = msgp.AppendMapLen(b, mpCompareFields(c))
+	if c.Op != 0 {
+		b = msgp.AppendKey(b, "c")
+		b = msgp.AppendUint(b, uint64(c.Op))
+	}
+	if c.Number != 0 {
+		b = msgp.AppendKey(b, "n")
+		b = msgp.AppendInt(b, c.Number)
+	}
+	b = msgp.AppendKey(b, "p")
+	b = msgp.AppendStr(b, c.Path)
+	b = msgp.AppendKey(b, "t")
+	b = msgp.AppendUint(b, uint64(c.Target))
+	if len(c.Value) > 0 {
+		b = msgp.AppendKey(b, "v")
+		b = msgp.AppendBin(b, c.Value)
+	}
+	return b
+}
+
+func mpCompareFields(c *Compare) int {
+	n := 2
+	for _, set := range [...]bool{c.Op != 0, c.Number != 0, len(c.Value) > 0} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+func mpCompareSize(c *Compare) int {
+	n := msgp.ContainerLenSize(mpCompareFields(c)) + msgp.KeySize("p") + msgp.StrSize(len(c.Path)) +
+		msgp.KeySize("t") + msgp.UintSize(uint64(c.Target))
+	if c.Op != 0 {
+		n += msgp.KeySize("c") + msgp.UintSize(uint64(c.Op))
+	}
+	if c.Number != 0 {
+		n += msgp.KeySize("n") + msgp.IntSize(c.Number)
+	}
+	if len(c.Value) > 0 {
+		n += msgp.KeySize("v") + msgp.BinSize(len(c.Value))
+	}
+	return n
 }
 
 // mpMember: ID is always written, the rest when set.
@@ -307,8 +381,9 @@ func mpACLRuleSize(r *ACLRule) int {
 
 // mpLimits: no Limits field is omitempty.
 func mpLimits(b []byte, l *Limits) []byte {
-	b = append(b, 0x8b)
-	for _, f := range mpLimitsFields(l) {
+	fields := mpLimitsFields(l)
+	b = msgp.AppendMapLen(b, len(fields))
+	for _, f := range fields {
 		b = msgp.AppendKey(b, f.key)
 		b = msgp.AppendInt(b, f.v)
 	}
@@ -316,8 +391,9 @@ func mpLimits(b []byte, l *Limits) []byte {
 }
 
 func mpLimitsSize(l *Limits) int {
-	n := 1
-	for _, f := range mpLimitsFields(l) {
+	fields := mpLimitsFields(l)
+	n := msgp.ContainerLenSize(len(fields))
+	for _, f := range fields {
 		n += msgp.KeySize(f.key) + msgp.IntSize(f.v)
 	}
 	return n
@@ -329,7 +405,7 @@ type mpLimitsField struct {
 }
 
 // mpLimitsFields lists l's fields in the order of their sorted tags.
-func mpLimitsFields(l *Limits) [11]mpLimitsField {
+func mpLimitsFields(l *Limits) [13]mpLimitsField {
 	return [...]mpLimitsField{
 		{"data", int64(l.MaxDataBytes)},
 		{"depth", int64(l.MaxDepth)},
@@ -342,6 +418,8 @@ func mpLimitsFields(l *Limits) [11]mpLimitsField {
 		{"ops_lockhistage", l.LockHistoryMaxAgeMillis},
 		{"page", int64(l.MaxChildrenPage)},
 		{"path", int64(l.MaxPathBytes)},
+		{"ttl_max", l.MaxSessionTTLMillis},
+		{"ttl_min", l.MinSessionTTLMillis},
 	}
 }
 
@@ -395,8 +473,9 @@ func (r *entryReader) onceCmd(seen *uint32, bit uint) {
 	*seen |= 1 << bit
 }
 
-// command decodes a map into c. Inside a multi (nested) an "ops" field is
-// declined: the fast path keeps its nesting well inside MaxDepth.
+// command decodes a map into c. Inside a multi or a txn (nested) an "ops"
+// or "txn_else" field is declined: the fast path keeps its nesting well
+// inside MaxDepth.
 func (r *entryReader) command(c *Command, nested bool) {
 	n := r.MapLen()
 	var seen uint32
@@ -466,6 +545,16 @@ func (r *entryReader) command(c *Command, nested bool) {
 		case "ops_wd":
 			r.onceCmd(&seen, 19)
 			c.Withdrawn = r.Bool()
+		case "txn_else":
+			r.onceCmd(&seen, 20)
+			if nested {
+				r.Fail()
+				break
+			}
+			c.Else = r.commands()
+		case "txn_if":
+			r.onceCmd(&seen, 21)
+			c.Compares = r.compares()
 		default: // "acl", "st_lim" (rare: the reflection decoder's), or unknown
 			r.Fail()
 		}
@@ -485,6 +574,47 @@ func (r *entryReader) commands() []Command {
 		}
 	}
 	return cs
+}
+
+func (r *entryReader) compares() []Compare {
+	n := r.ArrayLen()
+	if !r.OK() {
+		return nil
+	}
+	cs := make([]Compare, n)
+	for i := range cs {
+		r.compare(&cs[i])
+		if !r.OK() {
+			return nil
+		}
+	}
+	return cs
+}
+
+func (r *entryReader) compare(c *Compare) {
+	n := r.MapLen()
+	var seen uint8
+	for i := 0; i < n && r.OK(); i++ {
+		switch string(r.Key()) {
+		case "p":
+			r.once(&seen, 1)
+			c.Path = r.Str()
+		case "t":
+			r.once(&seen, 2)
+			c.Target = CmpTarget(r.Uint(math.MaxUint8))
+		case "c":
+			r.once(&seen, 4)
+			c.Op = CmpOp(r.Uint(math.MaxUint8))
+		case "v":
+			r.once(&seen, 8)
+			c.Value = r.Bin()
+		case "n":
+			r.once(&seen, 16)
+			c.Number = r.Int(64)
+		default:
+			r.Fail()
+		}
+	}
 }
 
 func (r *entryReader) member() *Member {

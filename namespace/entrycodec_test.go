@@ -118,6 +118,11 @@ func entryCodecCases() (hot, rare map[string]*Entry) {
 		"multi of multi":  {Time: now, Cmd: Command{Op: OpMulti, Ops: []Command{{Op: OpMulti, Ops: []Command{{Op: OpSet, Path: "/a"}}}}}},
 		"many fields":     {Time: now, Cmd: Command{Op: OpMulti, Ops: make([]Command, 17)}},
 		"every cmd field": {Time: now, Cmd: Command{Op: OpSet, Path: "/p", Data: []byte("d"), Flags: 1, Version: 2, Session: 3, Sessions: []uint64{4}, Secret: []byte("s"), TTLMillis: 5, Identity: "i", Host: "h", Ops: []Command{{}}, Member: &Member{ID: "m"}, Mode: 1, HoldTTLMillis: 6, LockDelayMillis: 7, Try: true, RequestID: "r", ACLDefault: 8, Withdrawn: true}},
+		"get":             {Time: now, Cmd: Command{Op: OpGet, Path: "/g", Version: AnyVersion}},
+		"txn": {Time: now, Cmd: Command{Op: OpTxn, Identity: "CN=bench",
+			Compares: []Compare{{Path: "/a", Target: CmpValue, Value: []byte("x")}, {Path: "/b", Target: CmpVersion, Op: CmpGreater, Number: -3}, {Path: "/c", Target: CmpExists}},
+			Ops:      []Command{set, {Op: OpGet, Path: "/a", Version: AnyVersion}},
+			Else:     []Command{{Op: OpCreate, Path: "/a", Data: []byte("x"), Version: AnyVersion}, {Op: OpCheck, Path: "/c", Version: 4}}}},
 	}
 	rare = map[string]*Entry{
 		"acl bootstrap": {Time: now, Cmd: Command{Op: OpACLBootstrap, ACLDefault: PermNone, ACL: []ACLRule{{Identity: "CN=admin", Prefix: "/", Perms: PermAll}, {Identity: "", Prefix: "/pub"}}}},
@@ -407,9 +412,25 @@ func (g *entryGen) command(depth int) Command {
 	if on(18) {
 		c.Limits = &Limits{MaxPathBytes: int(g.i64()), MaxDepth: int(g.i64()), MaxDataBytes: int(g.i64()), MaxMultiOps: int(g.i64()),
 			MaxChildrenPage: int(g.i64()), MaxLockBatch: int(g.i64()), DefaultLockDelayMillis: g.i64(), MaxLockDelayMillis: g.i64(),
-			LockHistoryMax: int(g.i64()), LockHistoryMaxAgeMillis: g.i64(), MaxLockRequestsPerSession: int(g.i64())}
+			LockHistoryMax: int(g.i64()), LockHistoryMaxAgeMillis: g.i64(), MaxLockRequestsPerSession: int(g.i64()),
+			MinSessionTTLMillis: g.i64(), MaxSessionTTLMillis: g.i64()}
 	}
 	c.Withdrawn = on(19)
+	if on(20) {
+		c.Compares = make([]Compare, int(g.byte())%4)
+		for i := range c.Compares {
+			c.Compares[i] = Compare{Path: g.str(), Target: CmpTarget(g.byte()), Op: CmpOp(g.byte()), Number: g.i64()}
+			if g.byte()&1 == 1 {
+				c.Compares[i].Value = g.bytes()
+			}
+		}
+	}
+	if on(21) && depth < 3 {
+		c.Else = make([]Command, int(g.byte())%4)
+		for i := range c.Else {
+			c.Else[i] = g.command(depth + 1)
+		}
+	}
 	return c
 }
 
@@ -545,6 +566,7 @@ func TestEntryCodecEveryField(t *testing.T) {
 	checkEntryCodec(t, e)
 	e.Cmd.ACL, e.Cmd.Limits = nil, nil
 	e.Cmd.Ops[0].ACL, e.Cmd.Ops[0].Limits = nil, nil
+	e.Cmd.Else[0].ACL, e.Cmd.Else[0].Limits = nil, nil
 	if !checkEntryCodec(t, e) {
 		t.Errorf("the fast decoder declines %+v: a field it does not know?", e.Cmd)
 	}

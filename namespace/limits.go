@@ -38,7 +38,18 @@ type Limits struct {
 	// held and waiting (default 10000; 0: no bound, as in settings recorded
 	// before it existed); one more fails with ErrTooManyLockRequests.
 	MaxLockRequestsPerSession int `codec:"lk_maxsess" json:"max_lock_requests_per_session"`
+	// MinSessionTTLMillis and MaxSessionTTLMillis bound session TTLs
+	// (defaults 1 s and 600 s): the leader clamps a client's wish into
+	// them when it opens the session (Apply records the TTL it was
+	// given), so a change applies to sessions opened after it.
+	MinSessionTTLMillis int64 `codec:"ttl_min" json:"min_session_ttl_ms"`
+	MaxSessionTTLMillis int64 `codec:"ttl_max" json:"max_session_ttl_ms"`
 }
+
+// maxSessionTTLMillis caps MaxSessionTTLMillis at a day: a session the
+// cluster keeps that long after its client vanished holds its locks that
+// long.
+const maxSessionTTLMillis = 24 * 3600 * 1000
 
 // maxLockHistory caps LockHistoryMax: a history read scans the window.
 const maxLockHistory = 1_000_000
@@ -59,6 +70,9 @@ func DefaultLimits() Limits {
 		LockHistoryMax: 10000,
 
 		MaxLockRequestsPerSession: 10000,
+
+		MinSessionTTLMillis: 1000,
+		MaxSessionTTLMillis: 600_000,
 	}
 }
 
@@ -87,6 +101,11 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: MaxLockRequestsPerSession %d must not be negative (0: no bound)", ErrBadLimits, l.MaxLockRequestsPerSession)
 	case l.LockHistoryMaxAgeMillis < 0:
 		return fmt.Errorf("%w: LockHistoryMaxAgeMillis %d must not be negative", ErrBadLimits, l.LockHistoryMaxAgeMillis)
+	case l.MinSessionTTLMillis < 1:
+		return fmt.Errorf("%w: MinSessionTTLMillis %d must be at least 1", ErrBadLimits, l.MinSessionTTLMillis)
+	case l.MaxSessionTTLMillis < l.MinSessionTTLMillis || l.MaxSessionTTLMillis > maxSessionTTLMillis:
+		return fmt.Errorf("%w: MaxSessionTTLMillis %d must be in [MinSessionTTLMillis %d, %d]",
+			ErrBadLimits, l.MaxSessionTTLMillis, l.MinSessionTTLMillis, maxSessionTTLMillis)
 	case l.DefaultLockDelayMillis < 0 || l.DefaultLockDelayMillis > l.MaxLockDelayMillis:
 		return fmt.Errorf("%w: DefaultLockDelayMillis %d must be in [0, MaxLockDelayMillis %d]",
 			ErrBadLimits, l.DefaultLockDelayMillis, l.MaxLockDelayMillis)

@@ -24,6 +24,9 @@ var update = flag.Bool("update", false, "rewrite golden outputs in testdata/name
 //	create [-e SID] [-s] PATH [DATA]
 //	set PATH DATA [-v N]      delete PATH [-v N]      check PATH [-v N]
 //	multi {                   ops one per line, then "}" (nested multi allowed, to test refusal)
+//	txn {                     "if TARGET PATH OP ARG" lines (TARGET value|version|create_rev|mod_rev|
+//	                          exists|owner, OP = != > <, ARG data or number), "then", ops, "else",
+//	                          ops, then "}"; ops as in multi, plus "get PATH [-v N]"
 //	open TTLMS [IDENTITY]     close SID               expire SID...
 //	tick                      member ID RAFT CLIENT HTTP      rmmember ID
 //	op N                      a command with raw op number N
@@ -158,10 +161,13 @@ func (e *scriptEnv) runAs(who string, lines []string) string {
 	first := skipToken(e.t, skipToken(e.t, lines[0]))
 	cmd := e.command(append([]string{first}, lines[1:]...))
 	cmd.Identity = id
-	if sid != "" && (cmd.Op == OpSet || cmd.Op == OpDelete || cmd.Op == OpMulti) {
+	if sid != "" && (cmd.Op == OpSet || cmd.Op == OpDelete || cmd.Op == OpMulti || cmd.Op == OpTxn) {
 		cmd.Session = uint64(mustInt(e.t, sid))
 		for i := range cmd.Ops {
 			cmd.Ops[i].Session = cmd.Session
+		}
+		for i := range cmd.Else {
+			cmd.Else[i].Session = cmd.Session
 		}
 	}
 	return e.apply(cmd)
@@ -173,6 +179,13 @@ func (e *scriptEnv) apply(cmd *Command) string {
 	e.time += 1000
 	var b strings.Builder
 	writeResult(&b, r)
+	if cmd.Op == OpTxn && (r.Err == nil || len(r.Results) > 0) { // else it failed before choosing
+		branch := "else"
+		if r.Succeeded {
+			branch = "then"
+		}
+		return fmt.Sprintf("branch=%s\n%s", branch, strings.TrimRight(b.String(), "\n"))
+	}
 	return strings.TrimRight(b.String(), "\n")
 }
 
@@ -302,6 +315,11 @@ func (e *scriptEnv) command(lines []string) *Command {
 			}
 			cmd.Ops = append(cmd.Ops, *e.command(op))
 		}
+	case "txn":
+		cmd.Op = OpTxn
+		e.txn(cmd, lines[1:len(lines)-1])
+	case "get":
+		cmd.Op, cmd.Path, cmd.Version = OpGet, rest[0], version
 	case "open":
 		cmd.Op = OpSessionOpen
 		cmd.TTLMillis = mustInt(e.t, rest[0])
@@ -372,6 +390,52 @@ func (e *scriptEnv) command(lines []string) *Command {
 		e.t.Fatalf("unknown script command %q", args[0])
 	}
 	return cmd
+}
+
+// txn fills an OpTxn from the lines between its braces.
+func (e *scriptEnv) txn(cmd *Command, body []string) {
+	branch := &cmd.Ops
+	for i := 0; i < len(body); i++ {
+		line := body[i]
+		args := tokens(e.t, line)
+		switch args[0] {
+		case "if":
+			if len(args) != 5 {
+				e.t.Fatalf("txn: want if TARGET PATH OP ARG, got %q", line)
+			}
+			t, err := ParseCmpTarget(args[1])
+			if err != nil {
+				t = CmpTarget(mustInt(e.t, args[1])) // a raw number, to test refusal
+			}
+			op, err := ParseCmpOp(args[3])
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			c := Compare{Path: args[2], Target: t, Op: op}
+			if t == CmpValue {
+				c.Value = []byte(args[4])
+			} else {
+				c.Number = mustInt(e.t, args[4])
+			}
+			cmd.Compares = append(cmd.Compares, c)
+		case "then":
+			branch = &cmd.Ops
+		case "else":
+			branch = &cmd.Else
+		default:
+			op := []string{line}
+			for depth := strings.Count(line, "{"); depth > 0; {
+				i++
+				op = append(op, body[i])
+				if l := strings.TrimSpace(body[i]); strings.HasSuffix(l, "{") {
+					depth++
+				} else if l == "}" {
+					depth--
+				}
+			}
+			*branch = append(*branch, *e.command(op))
+		}
+	}
 }
 
 // rules reads groups of n tokens (ID PREFIX [RIGHTS]) as ACL rules.
@@ -530,6 +594,9 @@ func writeResult(b *strings.Builder, r *Result) {
 			fmt.Fprintf(b, "  [%d] ok", i)
 			if sub.Path != "" {
 				fmt.Fprintf(b, " path=%s", sub.Path)
+			}
+			if sub.Data != nil {
+				fmt.Fprintf(b, " data=%s", formatData(sub.Data))
 			}
 			if sub.Stat != (Stat{}) {
 				fmt.Fprintf(b, " %s", formatStat(sub.Stat))

@@ -100,11 +100,15 @@ type Result struct {
 	Index   uint64   // the revision (raft index) the command was applied at
 	Err     error    // nil, or wraps a sentinel; nothing changed when Err != nil
 	Path    string   // created path, with the sequential suffix filled in
-	Stat    Stat     // stat of the node after create/set, or checked by OpCheck
+	Stat    Stat     // stat of the node after create/set, or checked by OpCheck, or read by a txn's OpGet
 	Session uint64   // OpSessionOpen: the new session's id (= Index); expire: the session of this Results entry
-	Results []Result // OpMulti: one per op; OpSessionExpire: one per session
-	Events  []Event  // in order; empty when Err != nil
-	Grants  []Grant  // locks this command granted, in revision order; their token is Index
+	Results []Result // OpMulti, OpTxn: one per op (of the branch that ran); OpSessionExpire: one per session
+	// Succeeded (OpTxn): every compare held and the then branch ran (else
+	// the else branch); set on failure too, naming the branch that failed.
+	Succeeded bool
+	Data      []byte  // a txn's OpGet: the node's data (do not modify)
+	Events    []Event // in order; empty when Err != nil
+	Grants    []Grant // locks this command granted, in revision order; their token is Index
 	// HashView (OpHashCheck) is the state as of this command, to hash
 	// (Snapshot.Hash) and Release; nil when the command failed.
 	HashView *Snapshot

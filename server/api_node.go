@@ -36,6 +36,7 @@ func (a *apiFront) routeTable() []apiRoute {
 		{method: "GET", pattern: "/api/v1/children/{path...}", h: a.children},
 		{method: "GET", pattern: "/api/v1/stat/{path...}", h: a.stat},
 		{method: "POST", pattern: "/api/v1/multi", h: a.multi},
+		{method: "POST", pattern: "/api/v1/txn", h: a.txn}, // api_txn.go
 
 		{method: "POST", pattern: "/api/v1/locks/{path...}", h: a.lockAction},
 		{method: "GET", pattern: "/api/v1/locks/{path...}", h: a.lockQueue},
@@ -425,27 +426,12 @@ func (a *apiFront) multi(w http.ResponseWriter, r *http.Request, c caller) {
 		apiError(w, err)
 		return
 	}
-	req := &session.Request{Type: session.MsgMulti, Ops: make([]session.Op, len(in.Ops))}
-	for i, op := range in.Ops {
-		t, ok := apiOpTypes[op.Op]
-		if !ok {
-			apiError(w, fmt.Errorf("%w: op %d: %q is not create, set, delete or check", namespace.ErrBadCommand, i, op.Op))
-			return
-		}
-		data, err := op.bytes()
-		if err != nil {
-			apiError(w, fmt.Errorf("op %d: %w", i, err))
-			return
-		}
-		var flags namespace.CreateFlags
-		if op.Ephemeral {
-			flags |= namespace.FlagEphemeral
-		}
-		if op.Sequential {
-			flags |= namespace.FlagSequential
-		}
-		req.Ops[i] = session.Op{Type: t, Path: op.Path, Data: data, Flags: flags, Version: versionOf(op.Version)}
+	ops, err := apiSessionOps(in.Ops, "multi", false)
+	if err != nil {
+		apiError(w, err)
+		return
 	}
+	req := &session.Request{Type: session.MsgMulti, Ops: ops}
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
 		apiError(w, err)
@@ -461,12 +447,7 @@ func (a *apiFront) multi(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	results := make([]apiOpResult, len(resp.Results))
 	for i, res := range resp.Results {
-		results[i] = apiOpResult{Path: res.Path, Code: res.Code, Message: res.Message}
-		if res.Code != session.CodeOK {
-			results[i].Name = res.Code.String()
-		} else if res.Stat != (namespace.Stat{}) {
-			results[i].Stat = toAPIStat(res.Stat)
-		}
+		results[i] = apiResultOf(res)
 	}
 	if err != nil {
 		// All or nothing: nothing was applied; the results say which op

@@ -14,8 +14,8 @@ import (
 // checkCell refuses a request naming a path outside this member's cell
 // (Config.Cell) with session.ErrWrongCell, before any handler runs: such a
 // request is never proposed, read or watched. Every path a request names
-// is checked (Path, each op of a Multi, a lock request Node, a
-// Sequencer's Path). A member of no cell serves every path.
+// is checked (Path, each op of a Multi, each compare and op of a Txn, a
+// lock request Node, a Sequencer's Path). A member of no cell serves every path.
 func (f *front) checkCell(req *session.Request) error {
 	cell := f.s.cfg.Cell
 	if cell == "" {
@@ -41,6 +41,16 @@ func (f *front) checkCell(req *session.Request) error {
 	for i := range req.Ops {
 		if err := in(req.Ops[i].Path); err != nil {
 			return fmt.Errorf("op %d: %w", i, err)
+		}
+	}
+	for i := range req.Else {
+		if err := in(req.Else[i].Path); err != nil {
+			return fmt.Errorf("else op %d: %w", i, err)
+		}
+	}
+	for i := range req.Compares {
+		if err := in(req.Compares[i].Path); err != nil {
+			return fmt.Errorf("compare %d: %w", i, err)
 		}
 	}
 	return nil

@@ -9,7 +9,8 @@ import (
 
 // TestAPICellRefusesOtherPaths: a latchd --cell a answers the HTTP API's
 // requests for paths outside /a with 421 WrongCell naming the right cell
-// (in the route's path or in a multi's ops), and serves /a as before.
+// (in the route's path, in a multi's ops, in a txn's compares and ops),
+// and serves /a as before.
 func TestAPICellRefusesOtherPaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes")
@@ -38,5 +39,11 @@ func TestAPICellRefusesOtherPaths(t *testing.T) {
 	refused("GET", "/api/v1/watch/?kind=recursive", nil, "belongs to no cell")
 	refused("POST", "/api/v1/multi", map[string]any{"ops": []map[string]any{
 		{"op": "create", "path": "/a/m"}, {"op": "create", "path": "/b/m"}}}, `cell "b"`)
-	api.do(404, f, "GET", "/api/v1/nodes/a/m", nil) // the refused multi applied nothing
+	refused("POST", "/api/v1/txn", map[string]any{"if": []map[string]any{{"target": "exists", "path": "/b/m"}},
+		"then": []map[string]any{{"op": "create", "path": "/a/m"}}}, `cell "b"`)
+	refused("POST", "/api/v1/txn", map[string]any{"then": []map[string]any{{"op": "create", "path": "/a/m"}},
+		"else": []map[string]any{{"op": "get", "path": "/b/m"}}}, `cell "b"`)
+	api.do(404, f, "GET", "/api/v1/nodes/a/m", nil) // the refused multi and txns applied nothing
+	api.do(200, f, "POST", "/api/v1/txn", map[string]any{"if": []map[string]any{{"target": "exists", "path": "/a/x", "number": 1}},
+		"then": []map[string]any{{"op": "get", "path": "/a/x"}}})
 }

@@ -167,9 +167,6 @@ type Config struct {
 	// Transport tunes QUIC (frame limit, streams, idle and handshake
 	// timeouts); zero fields take session.DefaultConfig's values.
 	Transport session.Config
-	// MinSessionTTL and MaxSessionTTL bound session TTLs: a client's wish
-	// is clamped into them. Defaults 1s and 60s.
-	MinSessionTTL, MaxSessionTTL time.Duration
 	// Admins are identities (certificate CN or URI SAN) that administer the
 	// cluster: the admin endpoint lets them change membership, take
 	// snapshots and backups and replace live members (auth.go), and the

@@ -35,6 +35,7 @@ func (f *front) register() {
 	f.handleUnary(session.MsgSet, f.set)
 	f.handleUnary(session.MsgDelete, f.delete)
 	f.handleUnary(session.MsgMulti, f.multi)
+	f.handleUnary(session.MsgTxn, f.txn) // txn.go
 
 	f.handleStream(session.MsgWatch, f.serveWatch)
 
@@ -223,34 +224,15 @@ func (f *front) multi(ctx context.Context, c *clientConn, req *session.Request) 
 	if max := f.s.store.Limits().MaxMultiOps; len(req.Ops) > max {
 		return nil, fmt.Errorf("%w: %d > %d", namespace.ErrTooManyOps, len(req.Ops), max)
 	}
-	cmd := &namespace.Command{Op: namespace.OpMulti, Ops: make([]namespace.Command, len(req.Ops)), Identity: c.identity}
-	for i, op := range req.Ops {
-		switch op.Type {
-		case namespace.OpCreate, namespace.OpSet, namespace.OpDelete, namespace.OpCheck:
-		default:
-			return nil, fmt.Errorf("%w: multi op %d: %v is not allowed in multi", namespace.ErrBadCommand, i, op.Type)
-		}
-		if err := f.checkData(op.Data); err != nil {
-			return nil, fmt.Errorf("multi op %d: %w", i, err)
-		}
-		cmd.Ops[i] = namespace.Command{
-			Op: op.Type, Path: op.Path, Data: op.Data, Flags: op.Flags, Version: op.Version, Session: req.Session,
-		}
-	}
-	res, err := f.s.Propose(ctx, cmd)
+	ops, err := f.commandOps(req.Ops, req.Session, "multi", false)
 	if err != nil {
 		return nil, err
 	}
-	resp := &session.Response{Rev: res.Index, Results: make([]session.OpResult, len(res.Results))}
-	for i := range res.Results {
-		r := &res.Results[i]
-		out := &resp.Results[i]
-		out.Path, out.Stat = r.Path, r.Stat
-		if r.Err != nil {
-			out.Code, out.Message = session.CodeOf(r.Err), r.Err.Error()
-		}
+	res, err := f.s.Propose(ctx, &namespace.Command{Op: namespace.OpMulti, Ops: ops, Identity: c.identity})
+	if err != nil {
+		return nil, err
 	}
-	return resp, res.Err
+	return &session.Response{Rev: res.Index, Results: opResults(res.Results)}, res.Err
 }
 
 // maxListedSessions bounds a Sessions answer well inside the frame limit;

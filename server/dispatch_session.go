@@ -15,12 +15,19 @@ import (
 // secretLen is the size of a session secret: 128 random bits.
 const secretLen = 16
 
-// grantTTL clamps a client's TTL wish into [MinSessionTTL, MaxSessionTTL]
-// (ZooKeeper's negotiation): the client learns the granted TTL from the
-// answer. 0 asks for the server's choice, the middle of the range kept at
-// or below 10s.
+// grantTTL clamps a client's TTL wish into the cluster settings
+// [MinSessionTTLMillis, MaxSessionTTLMillis] (ZooKeeper's negotiation):
+// the client learns the granted TTL from the answer. 0 asks for the
+// server's choice, the middle of the range kept at or below 10s. The
+// leader decides it (the command carries the granted TTL), from the
+// settings of the last committed batch.
 func (f *front) grantTTL(millis int64) (time.Duration, error) {
-	lo, hi := f.s.cfg.MinSessionTTL, f.s.cfg.MaxSessionTTL
+	return grantTTL(f.s.store.Limits(), millis)
+}
+
+func grantTTL(l namespace.Limits, millis int64) (time.Duration, error) {
+	lo := time.Duration(l.MinSessionTTLMillis) * time.Millisecond
+	hi := time.Duration(l.MaxSessionTTLMillis) * time.Millisecond
 	switch {
 	case millis < 0:
 		return 0, fmt.Errorf("%w: session TTL %dms is negative", namespace.ErrBadCommand, millis)

@@ -46,8 +46,8 @@
 //     on the host's account).
 //   - Cells (cell.go): with Config.Cell a member serves /Cell and below
 //     only. front.checkCell refuses any request naming another path
-//     (Path, Node, Sequencer.Path, each Multi op) with session.ErrWrongCell
-//     before its handler runs, on the QUIC front and for the HTTP API's
+//     (Path, Node, Sequencer.Path, each Multi op, each Txn compare and
+//     op) with session.ErrWrongCell before its handler runs, on the QUIC front and for the HTTP API's
 //     bodies; apiFront.checkCell refuses a route's {path...} the same way
 //     before it is served or forwarded. The check is per-member config at
 //     the front, never in Apply: every member of a cell has the same flag,

@@ -44,7 +44,7 @@ func keepAlive(t *testing.T, conn *session.Conn, id uint64, period time.Duration
 func TestExpiryEndsSilentSession(t *testing.T) {
 	const ttl, tick = time.Second, 50 * time.Millisecond
 	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
-		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, tick
+		cfg.Limits.MinSessionTTLMillis, cfg.ExpiryTick = 100, tick
 	})
 	leader := fc.WaitLeader()
 	conn := fc.dial(leader)
@@ -115,7 +115,7 @@ func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
 		cfg.Clock = clock.Now
 		start := clock.Now()
 		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(start) }
-		cfg.MinSessionTTL, cfg.ExpiryTick = 100*time.Millisecond, 10*time.Millisecond
+		cfg.Limits.MinSessionTTLMillis, cfg.ExpiryTick = 100, 10*time.Millisecond
 		cfg.MaxSessionsPerIdentity = 3
 		cfg.MaxAnonymousSessions = 3 // the test's clients have no certificate: counted per host
 	})

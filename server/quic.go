@@ -22,8 +22,6 @@ import (
 
 // Client-front defaults (see the Config fields of the same names).
 const (
-	DefaultMinSessionTTL          = time.Second
-	DefaultMaxSessionTTL          = 60 * time.Second
 	DefaultMaxSessionsPerIdentity = 10000
 	DefaultExpiryBatch            = 256
 	DefaultExpiryTick             = 500 * time.Millisecond
@@ -63,8 +61,6 @@ const devTLSDir = "tls"
 
 // frontDefaults fills the client-front fields of cfg left zero.
 func frontDefaults(cfg *Config) {
-	setIfZero(&cfg.MinSessionTTL, DefaultMinSessionTTL)
-	setIfZero(&cfg.MaxSessionTTL, DefaultMaxSessionTTL)
 	setIfZero(&cfg.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
 	setIfZero(&cfg.MaxSessions, DefaultMaxSessions)
 	setIfZero(&cfg.MaxAnonymousSessions, DefaultMaxAnonymousSessions)
@@ -111,12 +107,8 @@ func (c *Config) validateFront() error {
 		return bad("TLSKey", "TLSCert and TLSKey go together")
 	case c.TLSClientCA != "" && c.TLSCert == "" && c.MemberCert == "" && !c.Dev:
 		return bad("TLSClientCA", "needs TLSCert and TLSKey")
-	case c.MinSessionTTL <= 0:
-		return bad("MinSessionTTL", "%v must be positive", c.MinSessionTTL)
 	case c.MaxReconnectGrace < 0:
 		return bad("MaxReconnectGrace", "%v is negative", c.MaxReconnectGrace)
-	case c.MaxSessionTTL < c.MinSessionTTL:
-		return bad("MaxSessionTTL", "%v is below MinSessionTTL %v", c.MaxSessionTTL, c.MinSessionTTL)
 	case c.MaxSessionsPerIdentity < 1:
 		return bad("MaxSessionsPerIdentity", "%d must be at least 1", c.MaxSessionsPerIdentity)
 	case c.MaxSessions < 1:
@@ -190,8 +182,9 @@ func (c *Config) validateFront() error {
 //     connection with ConnProtocol.
 //   - Sessions: leader only (followers answer ErrNotLeader with the
 //     leader's client address, ErrNoLeader when none is known or the new
-//     leader has not loaded its sessions yet). TTLs are clamped into
-//     [MinSessionTTL, MaxSessionTTL]; 0 asks for 10s (clamped); negative
+//     leader has not loaded its sessions yet). TTLs are clamped into the
+//     cluster settings [min_session_ttl_ms, max_session_ttl_ms] (1 s and
+//     600 s unless set otherwise); 0 asks for 10s (clamped); negative
 //     is ErrBadCommand. Secrets are 16 random bytes, compared in constant
 //     time. Resume renews the lease. A request naming a session must come
 //     on a connection that opened or resumed it (ErrUnknownSession). A

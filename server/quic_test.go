@@ -127,10 +127,10 @@ func TestFrontSessionLifecycle(t *testing.T) {
 	}
 
 	// TTLs are clamped into the server's bounds.
-	if r := ok(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 3_600_000}); r.TTLMillis != server.DefaultMaxSessionTTL.Milliseconds() {
-		t.Fatalf("1h TTL granted as %dms", r.TTLMillis)
+	if r := ok(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 36_000_000}); r.TTLMillis != namespace.DefaultLimits().MaxSessionTTLMillis {
+		t.Fatalf("10h TTL granted as %dms", r.TTLMillis)
 	}
-	if r := ok(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 1}); r.TTLMillis != server.DefaultMinSessionTTL.Milliseconds() {
+	if r := ok(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: 1}); r.TTLMillis != namespace.DefaultLimits().MinSessionTTLMillis {
 		t.Fatalf("1ms TTL granted as %dms", r.TTLMillis)
 	}
 	fails(t, conn, &session.Request{Type: session.MsgOpenSession, TTLMillis: -5}, namespace.ErrBadCommand)

@@ -151,6 +151,17 @@ const (
 	MsgLockHistory MsgType = 55
 )
 
+// Txn messages (70-74 are the txn workstream's).
+const (
+	// MsgTxn is a conditional transaction, decided in one command: when
+	// every one of Compares holds, Ops (then) run, else Else, all or
+	// nothing. Ops are OpCreate, OpSet, OpDelete, OpCheck or OpGet.
+	// Response: Succeeded (then ran), Results (one per op of the branch
+	// that ran; a get's has Data and Stat; on failure Code is the failing
+	// op's code, only its entry is set), Rev.
+	MsgTxn MsgType = 70
+)
+
 // Mux messages (60-61), only to a server whose Hello answer has
 // FeatureMux.
 const (
@@ -216,6 +227,7 @@ var msgTypeNames = [...]string{
 	MsgACLRemove:      "ACLRemove",
 	MsgMux:            "Mux",
 	MsgCancel:         "Cancel",
+	MsgTxn:            "Txn",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -346,6 +358,10 @@ type Request struct {
 	Sessions []uint64 `codec:"ss,omitempty"`
 
 	ACL []namespace.ACLRule `codec:"acl,omitempty"` // ACLSet, ACLRemove
+
+	// Txn: the conditions and the else branch (Ops is the then branch).
+	Compares []namespace.Compare `codec:"txn_if,omitempty"`
+	Else     []Op                `codec:"txn_else,omitempty"`
 }
 
 // MaxKeepAliveBatch is the most sessions one KeepAlive may renew (Session
@@ -381,8 +397,9 @@ type KeepAliveResult struct {
 // Code.Err).
 func (r *KeepAliveResult) Err() error { return r.Code.Err(r.Message) }
 
-// Op is one operation of a Multi. Type is namespace.OpCreate, OpSet,
-// OpDelete or OpCheck; anything else is rejected.
+// Op is one operation of a Multi or a Txn. Type is namespace.OpCreate,
+// OpSet, OpDelete or OpCheck, or in a Txn OpGet; anything else is
+// rejected.
 type Op struct {
 	Type    namespace.Op          `codec:"t"`
 	Path    string                `codec:"p,omitempty"`
@@ -391,12 +408,13 @@ type Op struct {
 	Version int64                 `codec:"v,omitempty"`
 }
 
-// OpResult is the outcome of one Multi op.
+// OpResult is the outcome of one Multi or Txn op.
 type OpResult struct {
 	Code    Code           `codec:"c,omitempty"`
 	Message string         `codec:"m,omitempty"`
 	Path    string         `codec:"p,omitempty"` // created path
 	Stat    namespace.Stat `codec:"st,omitempty"`
+	Data    []byte         `codec:"d,omitempty"` // a Txn get's data
 }
 
 // Err returns nil when the op succeeded, else its error (see Code.Err).
@@ -524,6 +542,8 @@ type Response struct {
 	KeepAlives []KeepAliveResult `codec:"ka,omitempty"` // batched KeepAlive
 
 	ACL *ACLInfo `codec:"acl,omitempty"` // MsgACL
+
+	Succeeded bool `codec:"txn_ok,omitempty"` // Txn: every compare held, the then branch ran
 }
 
 // ACLInfo is the replicated rule set in a MsgACL answer.

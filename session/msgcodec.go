@@ -18,8 +18,9 @@ import (
 //     encoder writes (FuzzMsgCodec compares them): a struct is a map of its
 //     non-empty fields in the order of their sorted tags (msgp has the forms
 //     of each value). A message with a field they do not cover (a multi's
-//     ops, a sequencer, ACL rules, keep-alive batches, lists in answers)
-//     is declined and takes the reflection encoder.
+//     or txn's ops and compares, a txn's branch, a sequencer, ACL rules,
+//     keep-alive batches, lists in answers) is declined and takes the
+//     reflection encoder.
 //   - decodeRequestFast and decodeResponseFast read the forms that encoder
 //     writes and decline anything else (an unknown, repeated or unsorted
 //     field, nil, an integer that does not fit, a field they do not cover,
@@ -31,7 +32,7 @@ import (
 // appendRequestFast appends q's body to b, or declines (false, b
 // unchanged in length) when q has a field this file does not write.
 func appendRequestFast(b []byte, q *Request) ([]byte, bool) {
-	if len(q.Ops) > 0 || q.Sequencer != nil || len(q.Sessions) > 0 || len(q.ACL) > 0 {
+	if len(q.Ops) > 0 || q.Sequencer != nil || len(q.Sessions) > 0 || len(q.ACL) > 0 || len(q.Compares) > 0 || len(q.Else) > 0 {
 		return b, false
 	}
 	start := len(b)
@@ -118,7 +119,7 @@ func appendRequestFast(b []byte, q *Request) ([]byte, bool) {
 func appendResponseFast(b []byte, r *Response) ([]byte, bool) {
 	if len(r.Names) > 0 || len(r.Results) > 0 || len(r.Events) > 0 || len(r.Locks) > 0 ||
 		len(r.LockHistory) > 0 || len(r.Sessions) > 0 || len(r.Members) > 0 || r.Status != nil ||
-		len(r.KeepAlives) > 0 || r.ACL != nil {
+		len(r.KeepAlives) > 0 || r.ACL != nil || r.Succeeded {
 		return b, false
 	}
 	start := len(b)

@@ -90,7 +90,9 @@ func TestMsgCodecRandom(t *testing.T) {
 // TestMsgCodecDeclines: messages with fields the fast codec leaves to
 // reflection still travel, by reflection.
 func TestMsgCodecDeclines(t *testing.T) {
-	for _, v := range []any{fullRequest(), fullResponse(), &Request{Type: MsgKeepAlive, Sessions: []uint64{1}}, &Response{Names: []string{"a"}}} {
+	for _, v := range []any{fullRequest(), fullResponse(), &Request{Type: MsgKeepAlive, Sessions: []uint64{1}}, &Response{Names: []string{"a"}},
+		&Request{Type: MsgTxn, Compares: []namespace.Compare{{Path: "/a", Target: namespace.CmpExists}}},
+		&Request{Type: MsgTxn, Else: []Op{{Type: namespace.OpGet, Path: "/a"}}}, &Response{Succeeded: true, Rev: 3}} {
 		if _, ok := appendFrameFast(nil, v); ok {
 			t.Errorf("%+v: the fast encoder took a message with a field it does not cover", v)
 		}

@@ -29,7 +29,7 @@ func init() {
 		summary: "show or change the cluster settings (limits replicated through the log)",
 		help: `The cluster settings are the limits every member enforces the same way
 (path length, node data size, multi size, lock-grant batch, lock-delay
-default and cap, ...). They live in the log: the first leader records its
+default and cap, session TTL bounds, ...). They live in the log: the first leader records its
 flags, later flags are ignored, and this command changes them.
 
   latch limits                          every setting and the revision that set it

@@ -28,11 +28,12 @@ func TestLimitsCommand(t *testing.T) {
 		return r
 	}
 	before := get()
-	if before.Limits["default_lock_delay_ms"] != 3000 || before.Revision == 0 {
+	if before.Limits["default_lock_delay_ms"] != 3000 || before.Revision == 0 ||
+		before.Limits["min_session_ttl_ms"] != 1000 || before.Limits["max_session_ttl_ms"] != 600_000 {
 		t.Fatalf("bootstrapped settings: %+v", before)
 	}
-	after := get("set", "default_lock_delay_ms=1500", "max_lock_batch=10")
-	if after.Limits["default_lock_delay_ms"] != 1500 || after.Limits["max_lock_batch"] != 10 ||
+	after := get("set", "default_lock_delay_ms=1500", "max_lock_batch=10", "max_session_ttl_ms=120000")
+	if after.Limits["default_lock_delay_ms"] != 1500 || after.Limits["max_lock_batch"] != 10 || after.Limits["max_session_ttl_ms"] != 120_000 ||
 		after.Limits["max_data_bytes"] != before.Limits["max_data_bytes"] || after.Revision <= before.Revision {
 		t.Fatalf("after set: %+v (before %+v)", after, before)
 	}
@@ -41,6 +42,9 @@ func TestLimitsCommand(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("limits", "set", "max_lock_batch=0"); code == 0 {
 		t.Fatalf("invalid value accepted: %s", errOut)
+	}
+	if code, _, errOut := runCLI("limits", "set", "min_session_ttl_ms=200000"); code == 0 || !strings.Contains(errOut, "MaxSessionTTLMillis") {
+		t.Fatalf("a min TTL above the max accepted: exit %d %s", code, errOut)
 	}
 	for _, nd := range c.Nodes {
 		code, out, errOut := runCLI("limits", "-o", "json", "--admin", nd.HTTPAddr)

@@ -11,8 +11,10 @@ import (
 )
 
 // The kv workload treats each key as a register with a version: create,
-// set (optionally only at a version), get, delete (same). Its history is
-// checked per key with porcupine against kvModel.
+// set (optionally only at a version), get, delete (same), and two
+// conditional transactions on the key (compare-and-set on its value;
+// create if absent, else read). Its history is checked per key with
+// porcupine against kvModel.
 
 // Definite failure statuses of kv writes (Result.Status).
 const (
@@ -32,15 +34,17 @@ type kvState struct {
 type kvInput struct {
 	Op      string
 	Value   string
-	Version int64 // expected version of set/delete; AnyVersion for none
+	Version int64  // expected version of set/delete; AnyVersion for none
+	Expect  string // txn-cas: the value compared
 }
 
 type kvOutput struct {
-	Unknown bool   // the outcome is unknown: applied or not
-	Status  string // "" for success, else a Status* constant
-	Exists  bool   // get
-	Value   string // get
-	Version int64  // get: the version read; set: the new version
+	Unknown   bool   // the outcome is unknown: applied or not
+	Status    string // "" for success, else a Status* constant
+	Exists    bool   // get
+	Value     string // get; txn-create's else branch
+	Version   int64  // get: the version read; set: the new version; txn: as the branch's op
+	Succeeded bool   // txn: the then branch ran
 }
 
 // kvStep applies in to s. ok reports whether the model may produce out;
@@ -57,6 +61,8 @@ func kvStep(s kvState, in kvInput, out kvOutput) (bool, kvState) {
 			return false, s
 		}
 		return !s.Exists || (out.Value == s.Value && out.Version == s.Version), s
+	case OpKVTxnCAS, OpKVTxnCreate:
+		return kvTxnStep(s, in, out)
 	case OpKVCreate:
 		if s.Exists {
 			status, next = StatusExists, s
@@ -96,6 +102,33 @@ func kvStep(s kvState, in kvInput, out kvOutput) (bool, kvState) {
 	return true, next
 }
 
+// kvTxnStep is kvStep for the txns: the state decides the branch, and a
+// known outcome must report that branch and what its op returned.
+func kvTxnStep(s kvState, in kvInput, out kvOutput) (bool, kvState) {
+	var then bool
+	next := s
+	if in.Op == OpKVTxnCAS {
+		if then = s.Exists && s.Value == in.Expect; then {
+			next = kvState{Exists: true, Value: in.Value, Version: s.Version + 1}
+		}
+	} else if then = !s.Exists; then {
+		next = kvState{Exists: true, Value: in.Value}
+	}
+	if out.Unknown {
+		return true, next
+	}
+	if out.Status != "" || out.Succeeded != then {
+		return false, s
+	}
+	switch {
+	case in.Op == OpKVTxnCAS && then:
+		return out.Version == next.Version, next
+	case in.Op == OpKVTxnCreate && !then:
+		return out.Value == s.Value && out.Version == s.Version, next
+	}
+	return true, next
+}
+
 func kvDescribeOp(input, output any) string {
 	in, out := input.(kvInput), output.(kvOutput)
 	var res string
@@ -110,6 +143,12 @@ func kvDescribeOp(input, output any) string {
 		res = fmt.Sprintf("%q v%d", out.Value, out.Version)
 	case in.Op == OpKVSet:
 		res = fmt.Sprintf("ok v%d", out.Version)
+	case in.Op == OpKVTxnCAS && out.Succeeded:
+		res = fmt.Sprintf("then: set v%d", out.Version)
+	case in.Op == OpKVTxnCreate && !out.Succeeded:
+		res = fmt.Sprintf("else: get %q v%d", out.Value, out.Version)
+	case in.Op == OpKVTxnCAS || in.Op == OpKVTxnCreate:
+		res = map[bool]string{true: "then", false: "else"}[out.Succeeded]
 	default:
 		res = "ok"
 	}
@@ -120,6 +159,10 @@ func kvDescribeOp(input, output any) string {
 		return fmt.Sprintf("create(%q) -> %s", in.Value, res)
 	case OpKVSet:
 		return fmt.Sprintf("set(%q, v%d) -> %s", in.Value, in.Version, res)
+	case OpKVTxnCAS:
+		return fmt.Sprintf("txn(if value = %q then set %q) -> %s", in.Expect, in.Value, res)
+	case OpKVTxnCreate:
+		return fmt.Sprintf("txn(if absent then create %q else get) -> %s", in.Value, res)
 	default:
 		return fmt.Sprintf("delete(v%d) -> %s", in.Version, res)
 	}
@@ -164,11 +207,14 @@ var kvModel = porcupine.Model{
 
 func isKVOp(op string) bool {
 	switch op {
-	case OpKVGet, OpKVCreate, OpKVSet, OpKVDelete:
+	case OpKVGet, OpKVCreate, OpKVSet, OpKVDelete, OpKVTxnCAS, OpKVTxnCreate:
 		return true
 	}
 	return false
 }
+
+// isKVTxn reports whether op is one of the kv txns.
+func isKVTxn(op string) bool { return op == OpKVTxnCAS || op == OpKVTxnCreate }
 
 // kvOperations turns the kv operations of ops into porcupine operations.
 // Failed reads are dropped (they changed nothing); writes of unknown
@@ -189,15 +235,15 @@ func kvOperations(ops []Op) ([]porcupine.Operation, map[string]int) {
 			id = len(clients)
 			clients[o.Worker] = id
 		}
-		in := kvInput{Op: o.Op, Value: o.Args.Value, Version: o.Args.Version}
-		if o.Op == OpKVGet || o.Op == OpKVCreate {
+		in := kvInput{Op: o.Op, Value: o.Args.Value, Version: o.Args.Version, Expect: o.Args.Expect}
+		if o.Op == OpKVGet || o.Op == OpKVCreate || isKVTxn(o.Op) {
 			in.Version = AnyVersion
 		}
 		var outp kvOutput
 		ret := o.Complete
 		switch o.Outcome {
 		case OutcomeOK:
-			outp = kvOutput{Exists: o.Result.Exists, Value: o.Result.Value, Version: o.Result.Version}
+			outp = kvOutput{Exists: o.Result.Exists, Value: o.Result.Value, Version: o.Result.Version, Succeeded: o.Result.Succeeded}
 		case OutcomeFail:
 			outp = kvOutput{Status: o.Result.Status}
 			if outp.Status == "" {
@@ -303,6 +349,9 @@ func checkLostWrites(ev *Evidence) Verdict {
 	for i := range ev.Ops {
 		o := &ev.Ops[i]
 		if isKVOp(o.Op) && o.Op != OpKVGet {
+			if isKVTxn(o.Op) && o.Outcome == OutcomeOK && !o.Result.Succeeded {
+				continue // the else branch ran: no write
+			}
 			byKey[o.Args.Key] = append(byKey[o.Args.Key], o)
 		}
 	}

@@ -35,8 +35,10 @@
 // successor (new id, new session) in its slot; so does a killed worker.
 //
 // Workloads:
-//   - kv: create, set (at the version last read, or unconditionally), get
-//     and delete on /chaos/kv/k0..k2, every written value unique;
+//   - kv: create, set (at the version last read, or unconditionally), get,
+//     delete and two txns (if the value is the one last read then set it;
+//     if absent then create else read) on /chaos/kv/k0..k2, every written
+//     value unique; the model follows each txn's branch;
 //   - locks: exclusive and shared locks on /chaos/locks/a, /chaos/locks/a/x
 //     and /chaos/locks/b (a covers a/x); an exclusive holder does
 //     read-modify-write increments of the fencedstore counters its lock

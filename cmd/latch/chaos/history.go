@@ -32,6 +32,15 @@ const (
 	EvLockLost     = "lock-lost"     // Token of the lock (or election term) whose Lost() closed
 )
 
+// Txns on one key, in the kv workload: kv-txn-cas is "if value =
+// Args.Expect then set Args.Value" (Result.Succeeded, Version of the
+// set); kv-txn-create is "if absent then create Args.Value else get"
+// (Result.Succeeded; the else branch's read in Value, Version).
+const (
+	OpKVTxnCAS    = "kv-txn-cas"
+	OpKVTxnCreate = "kv-txn-create"
+)
+
 // Outcomes of an operation.
 const (
 	OutcomeOK      = "ok"
@@ -55,6 +64,7 @@ type Args struct {
 	Value   string `json:"value,omitempty"`
 	Version int64  `json:"version,omitempty"` // kv-set/kv-delete expected version; AnyVersion for none
 	Mode    string `json:"mode,omitempty"`    // exclusive or shared
+	Expect  string `json:"expect,omitempty"`  // kv-txn-cas: the value compared
 }
 
 // Result is what an operation returned.
@@ -65,6 +75,8 @@ type Result struct {
 	// Status names a definite failure: nonode, exists, badversion, stale.
 	Status string `json:"status,omitempty"`
 	State  string `json:"state,omitempty"` // session-state events
+	// Succeeded: a txn's compares held and its then branch ran.
+	Succeeded bool `json:"succeeded,omitempty"`
 }
 
 // Record is one line of a worker's history file.

@@ -155,7 +155,7 @@ func TestChaosRun(t *testing.T) {
 			t.Errorf("checker %s: %s (%s)", v.Checker, v.Status, v.Summary)
 		}
 	}
-	for _, op := range []string{OpKVGet, OpKVSet, OpSessionOpen} {
+	for _, op := range []string{OpKVGet, OpKVSet, OpKVTxnCAS, OpKVTxnCreate, OpSessionOpen} {
 		if rep.Operations[op][OutcomeOK] == 0 {
 			t.Errorf("no successful %s: the workload did not run", op)
 		}

@@ -9,10 +9,12 @@ import (
 )
 
 // runKV runs the kv workload: create, set (at the version last read, or
-// unconditionally), get and delete on a few keys, each with a value no
-// other write uses, so the checker can tell writes apart.
+// unconditionally), get, delete and two txns (compare-and-set on the value
+// last read; create if absent, else read) on a few keys, each write with a
+// value no other write uses, so the checker can tell writes apart.
 func (w *worker) runKV(ctx context.Context) error {
 	versions := map[string]int64{} // last version this worker read per key
+	values := map[string]string{}  // last value this worker read or wrote per key
 	n := 0
 	for ctx.Err() == nil {
 		key := kvKeys[w.rng.IntN(len(kvKeys))]
@@ -24,29 +26,61 @@ func (w *worker) runKV(ctx context.Context) error {
 		value := fmt.Sprintf("%s-%d", w.id, n)
 		var err error
 		switch p := w.rng.IntN(100); {
-		case p < 40:
+		case p < 35:
 			var res Result
 			res, err = kvGet(ctx, w.c, w.h, key)
 			if err == nil {
 				if res.Exists {
-					versions[key] = res.Version
+					versions[key], values[key] = res.Version, res.Value
 				} else {
 					delete(versions, key)
 				}
 			}
-		case p < 70:
+		case p < 60:
 			err = kvWrite(ctx, w.h, OpKVSet, Args{Key: key, Value: value, Version: version}, func(ctx context.Context) (Result, error) {
 				st, err := w.c.Set(ctx, key, []byte(value), client.WithVersion(version))
 				if err == nil {
-					versions[key] = st.Version
+					versions[key], values[key] = st.Version, value
 				}
 				return Result{Version: st.Version}, err
 			})
-		case p < 85:
+		case p < 68:
+			expect := values[key]
+			err = kvWrite(ctx, w.h, OpKVTxnCAS, Args{Key: key, Value: value, Expect: expect}, func(ctx context.Context) (Result, error) {
+				resp, err := w.c.Txn().If(client.Compare(client.Value(key), "=", expect)).
+					Then(client.OpSet(key, []byte(value))).Commit(ctx)
+				if err != nil {
+					return Result{}, err
+				}
+				res := Result{Succeeded: resp.Succeeded}
+				if resp.Succeeded {
+					res.Version = resp.Results[0].Stat.Version
+					versions[key], values[key] = res.Version, value
+				}
+				return res, nil
+			})
+		case p < 76:
+			err = kvWrite(ctx, w.h, OpKVTxnCreate, Args{Key: key, Value: value}, func(ctx context.Context) (Result, error) {
+				resp, err := w.c.Txn().If(client.NodeAbsent(key)).
+					Then(client.OpCreate(key, []byte(value))).Else(client.OpGet(key)).Commit(ctx)
+				if err != nil {
+					return Result{}, err
+				}
+				res := Result{Succeeded: resp.Succeeded}
+				if resp.Succeeded {
+					versions[key], values[key] = 0, value
+				} else {
+					r := resp.Results[0]
+					res.Value, res.Version = string(r.Data), r.Stat.Version
+					versions[key], values[key] = res.Version, res.Value
+				}
+				return res, nil
+			})
+		case p < 86:
 			err = kvWrite(ctx, w.h, OpKVCreate, Args{Key: key, Value: value}, func(ctx context.Context) (Result, error) {
 				_, err := w.c.Create(ctx, key, []byte(value))
 				if err == nil {
-					versions[key] = 0
+					versions[key], values[key] = 0, value
 				}
 				return Result{}, err
 			})
