@@ -98,6 +98,7 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
+	stats         *consoleStats // the console's charts (api_console_stats.go)
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -127,8 +128,10 @@ func (s *Server) openAPI() error {
 	a.ln = tls.NewListener(ln, conf)
 	a.addr = ln.Addr().String()
 	a.routes = a.routeTable()
+	a.stats = newConsoleStats(s)
 	s.api = a
 	s.front.observe(a)
+	s.front.observe(a.stats)
 	return nil
 }
 
@@ -181,6 +184,7 @@ func (s *Server) startAPI() {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
+	s.goFunc(a.stats.run)
 	s.goFunc(func() {
 		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("api stopped", "err", err)
