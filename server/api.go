@@ -128,7 +128,7 @@ func (s *Server) openAPI() error {
 	a.ln = tls.NewListener(ln, conf)
 	a.addr = ln.Addr().String()
 	a.routes = a.routeTable()
-	a.stats = newConsoleStats(s)
+	a.stats = newConsoleStats(s.statsSource())
 	s.api = a
 	s.front.observe(a)
 	s.front.observe(a.stats)
@@ -184,7 +184,7 @@ func (s *Server) startAPI() {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
-	s.goFunc(a.stats.run)
+	s.goFunc(func() { a.stats.run(s.stop) })
 	s.goFunc(func() {
 		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("api stopped", "err", err)

@@ -93,9 +93,49 @@ type statsCounters struct {
 	count    float64
 }
 
+// statsSource is what a member's sampler reads, wired through functions
+// (as the watch hub is) rather than the server, so that it can be tested
+// without one. Requests and their latencies are read from the request
+// series labelled with id.
+type statsSource struct {
+	id       string
+	now      func() time.Time
+	term     func() uint64  // raft's current term
+	leader   func() bool    // the member is the ready leader
+	writes   func() float64 // commands proposed as leader, committed (ok or rejected)
+	sessions func() (int, error)
+	locks    func() (namespace.LockCounts, error)
+}
+
+// statsSource wires a member's sampler to it.
+func (s *Server) statsSource() statsSource {
+	return statsSource{
+		id:  s.cfg.ID,
+		now: time.Now,
+		term: func() uint64 {
+			if r := s.raft; r != nil {
+				return r.CurrentTerm()
+			}
+			return 0
+		},
+		leader: s.IsLeader,
+		writes: func() float64 {
+			if m := s.metrics; m != nil {
+				return metricValue(m.ok) + metricValue(m.rejected)
+			}
+			return 0
+		},
+		sessions: func() (int, error) {
+			ss, err := s.store.Sessions()
+			return len(ss), err
+		},
+		locks: s.store.CountLocks,
+	}
+}
+
 // consoleStats is one member's sampler and ring.
 type consoleStats struct {
-	s      *Server
+	src    statsSource
 	events atomic.Uint64 // node events applied
 	// streams open on this member; while any is, gauges are read every
 	// second.
@@ -110,8 +150,8 @@ type consoleStats struct {
 	changed chan struct{} // closed and replaced at every sample
 }
 
-func newConsoleStats(s *Server) *consoleStats {
-	return &consoleStats{s: s, changed: make(chan struct{})}
+func newConsoleStats(src statsSource) *consoleStats {
+	return &consoleStats{src: src, changed: make(chan struct{})}
 }
 
 // Applied counts the node events of a batch. It runs on the FSM
@@ -130,13 +170,13 @@ func (st *consoleStats) Applied(results []*namespace.Result) {
 	}
 }
 
-// run samples every statsInterval until the member stops.
-func (st *consoleStats) run() {
+// run samples every statsInterval until stop closes.
+func (st *consoleStats) run(stop <-chan struct{}) {
 	tick := time.NewTicker(statsInterval)
 	defer tick.Stop()
 	for n := 0; ; n++ {
 		select {
-		case <-st.s.stop:
+		case <-stop:
 			return
 		case <-tick.C:
 		}
@@ -146,13 +186,9 @@ func (st *consoleStats) run() {
 
 // sample takes one sample; gauges: read sessions and locks too.
 func (st *consoleStats) sample(gauges bool) {
-	s := st.s
-	if s.metrics == nil || s.raft == nil {
-		return
-	}
-	id := s.cfg.ID
-	cur := &statsCounters{at: time.Now(), events: st.events.Load(), term: s.raft.CurrentTerm()}
-	cur.writes = metricValue(s.metrics.ok) + metricValue(s.metrics.rejected)
+	src := st.src
+	id := src.id
+	cur := &statsCounters{at: src.now(), events: st.events.Load(), term: src.term(), writes: src.writes()}
 	collectFor(requestsTotal, id, func(labels map[string]string, m *dto.Metric) {
 		v := m.GetCounter().GetValue()
 		cur.requests += v
@@ -176,7 +212,7 @@ func (st *consoleStats) sample(gauges bool) {
 		cur.count += float64(h.GetSampleCount())
 	})
 
-	smp := statsSample{Member: id, Time: cur.at.UnixMilli(), Leader: s.IsLeader(), Term: cur.term}
+	smp := statsSample{Member: id, Time: cur.at.UnixMilli(), Leader: src.leader(), Term: cur.term}
 	if prev := st.prev; prev != nil {
 		secs := cur.at.Sub(prev.at).Seconds()
 		if secs <= 0 {
@@ -190,10 +226,14 @@ func (st *consoleStats) sample(gauges bool) {
 		if cur.term > prev.term {
 			smp.LeaderChanges = cur.term - prev.term
 		}
-		if n := cur.count - prev.count; n > 0 && len(cur.buckets) == len(prev.buckets) {
+		before := prev.buckets
+		if before == nil {
+			before = make([]float64, len(cur.buckets)) // no request had been timed
+		}
+		if n := cur.count - prev.count; n > 0 && len(cur.buckets) == len(before) {
 			delta := make([]float64, len(cur.buckets))
 			for i := range delta {
-				delta[i] = cur.buckets[i] - prev.buckets[i]
+				delta[i] = cur.buckets[i] - before[i]
 			}
 			p50 := 1000 * bucketQuantile(0.5, cur.bounds, delta, n)
 			p99 := 1000 * bucketQuantile(0.99, cur.bounds, delta, n)
@@ -201,11 +241,10 @@ func (st *consoleStats) sample(gauges bool) {
 		}
 	}
 	if gauges {
-		if ss, err := s.store.Sessions(); err == nil {
-			n := len(ss)
+		if n, err := src.sessions(); err == nil {
 			smp.Sessions = &n
 		}
-		if c, err := s.store.CountLocks(); err == nil {
+		if c, err := src.locks(); err == nil {
 			held, waiting := c.Held, c.Waiting
 			smp.LocksHeld, smp.LocksWaiting = &held, &waiting
 		}
