@@ -177,8 +177,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	holder := fmt.Sprintf(`[data-lock="/jobs/report"] tr[data-state="held"][data-node=%q]`, a1.str("node"))
 	wait("the holder", holder)
 	wait("a waiter", `[data-lock="/jobs/report"] tr[data-state="waiting"]`)
-	s := api.do(201, f, "POST", "/api/v1/sessions", map[string]any{"ttl_ms": 30000})
-	api.do(200, f, "POST", "/api/v1/elections/services/billing/campaign", map[string]any{"data": "10.0.0.7:8080"}, "Latch-Session: "+s.str("token"))
+	// A leader change on this busy machine may lose these two answers
+	// (503): open again (a session opened twice expires unused), and
+	// campaign again unless the campaign was applied after all.
+	var s apiReply
+	untilDone(t, "open a session", func() (bool, string) {
+		code, out, err := api.raw(f, "POST", "/api/v1/sessions", map[string]any{"ttl_ms": 30000})
+		s = out
+		return err == nil && code == 201, fmt.Sprint(code, out, err)
+	})
+	untilDone(t, "campaign", func() (bool, string) {
+		code, out, err := api.raw(f, "POST", "/api/v1/elections/services/billing/campaign", map[string]any{"data": "10.0.0.7:8080"}, "Latch-Session: "+s.str("token"))
+		if err == nil && code == 200 {
+			return true, ""
+		}
+		_, l, _ := api.raw(f, "GET", "/api/v1/elections/services/billing/leader", nil)
+		return l.num("session_id") == s.num("session_id"), fmt.Sprint(code, out, err)
+	})
 	wait("the election's leader", `#elections tr[data-election="/services/billing"]`)
 	// The held lock, its waiter and the sessions are charted too.
 	charts(t, bctx, map[string]bool{"sessions": true, "locks_held": true, "locks_waiting": true})
@@ -269,5 +284,21 @@ func charts(t *testing.T, bctx context.Context, want map[string]bool) {
 			t.Fatalf("charts: [points, max, path segments] by series: %v; want every one of %v drawn", state, want)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the page with a deadline
+	}
+}
+
+// untilDone calls try until it reports done, for at most 30 s; what is
+// its last answer, for the failure.
+func untilDone(t *testing.T, name string, try func() (done bool, what string)) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		done, what := try()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", name, what)
+		}
+		time.Sleep(50 * time.Millisecond) // retrying with a deadline
 	}
 }
