@@ -139,7 +139,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer stop()
 	// Every chart draws a series of several points; those of the load
 	// are above zero.
-	charts(t, bctx, map[string]bool{
+	charts(t, bctx, 5, map[string]bool{
 		"writes": true, "reads": true, "p50_ms": true, "p99_ms": true, "watch_events": true,
 		"sessions": false, "locks_held": false, "locks_waiting": false, "leader_changes": false,
 	})
@@ -196,7 +196,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 	wait("the election's leader", `#elections tr[data-election="/services/billing"]`)
 	// The held lock, its waiter and the sessions are charted too.
-	charts(t, bctx, map[string]bool{"sessions": true, "locks_held": true, "locks_waiting": true})
+	charts(t, bctx, 2, map[string]bool{"sessions": true, "locks_held": true, "locks_waiting": true})
 	shot("console.png")
 	elementShot("console-charts.png", "#charts-section")
 	api.do(200, f, "POST", "/api/v1/locks/jobs/report/release", map[string]any{"client_id": "worker-1", "fencing_token": a1.num("fencing_token")})
@@ -258,9 +258,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	wait("no lock", `#no-locks`)
 }
 
-// charts waits until every chart series named draws at least two points
-// and, where want[series] is true, a value above zero.
-func charts(t *testing.T, bctx context.Context, want map[string]bool) {
+// charts waits until every chart series named draws at least minPoints
+// points (2 or more) and, where want[series] is true, a value above zero.
+func charts(t *testing.T, bctx context.Context, minPoints float64, want map[string]bool) {
 	t.Helper()
 	var state map[string][]float64
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -273,7 +273,7 @@ func charts(t *testing.T, bctx context.Context, want map[string]bool) {
 		ok := true
 		for series, positive := range want {
 			s := state[series]
-			if len(s) != 3 || s[0] < 2 || s[2] < 2 || (positive && s[1] <= 0) {
+			if len(s) != 3 || s[0] < minPoints || s[2] < minPoints || (positive && s[1] <= 0) {
 				ok = false
 			}
 		}

@@ -215,7 +215,7 @@ const CHARTS = [
 // the events it applies, the terms) and latencies take the largest.
 const COMBINE = { writes: "sum", reads: "sum" };
 const WINDOW = 300; // seconds shown at most: the members keep 5 minutes
-const MIN_SPAN = 60; // seconds shown at least (a young cluster has less)
+const MIN_SPAN = 30; // seconds shown at least (a young cluster has less)
 const W = 300, H = 80; // the charts' viewBox
 const SVG = "http://www.w3.org/2000/svg";
 
