@@ -101,6 +101,7 @@ type apiFront struct {
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
 	hosts         apiHostSet // the Host names it answers to (api_guard.go)
+	stats         *consoleStats // the console's charts (api_console_stats.go)
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -124,7 +125,9 @@ func (s *Server) openAPI() error {
 	a.addr = ln.Addr().String()
 	a.hosts = a.apiHosts()
 	a.routes = a.routeTable()
+	a.stats = newConsoleStats(s.statsSource())
 	s.api = a
+	s.front.observe(a.stats)
 	return nil
 }
 
@@ -151,6 +154,7 @@ func (s *Server) startAPI() {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
+	s.goFunc(func() { a.stats.run(s.stop) })
 	s.goFunc(func() {
 		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("api stopped", "err", err)

@@ -49,6 +49,7 @@ func (a *apiFront) routeTable() []apiRoute {
 		{method: "GET", pattern: "/api/v1/members", h: a.members},
 		{method: "GET", pattern: "/api/v1/cluster", h: a.cluster},
 		{method: "GET", pattern: "/api/v1/cluster/events", stream: true, h: a.clusterEvents},
+		{method: "GET", pattern: "/api/v1/stats/events", local: true, stream: true, h: a.statsEvents},
 	}
 }
 
