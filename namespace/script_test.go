@@ -543,6 +543,12 @@ func writeResult(b *strings.Builder, r *Result) {
 		if ev.Session != 0 {
 			fmt.Fprintf(b, " session=%d", ev.Session)
 		}
+		if ev.Cause != "" {
+			fmt.Fprintf(b, " cause=%s", ev.Cause)
+		}
+		if ev.Waiter != "" {
+			fmt.Fprintf(b, " waiter=%s waiter-session=%d", ev.Waiter, ev.WaiterSession)
+		}
 		fmt.Fprintf(b, " rev=%d\n", ev.Rev)
 	}
 }
