@@ -55,7 +55,7 @@ type watchHub struct {
 	mu       sync.Mutex
 	ring     []namespace.Event // circular, oldest at head
 	head, n  int
-	base     uint64 // every node event with Rev > base is in the ring
+	base     uint64 // every watchable event with Rev > base is in the ring
 	rev      uint64 // latest revision applied
 	restored uint64 // restores seen
 	bufSize  int
@@ -116,18 +116,32 @@ func (w *watcher) wake() {
 	}
 }
 
-// isNodeEvent reports whether a watch can report t: node events only.
-// Session events carry no path; lock events go to the session concerned.
-func isNodeEvent(t namespace.EventType) bool {
+// isWatchable reports whether a watch can report t: node events, and
+// lock events (for watches with WatchLocks). Session events carry no path.
+func isWatchable(t namespace.EventType) bool {
 	switch t {
 	case namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged, namespace.EventChildrenChanged:
 		return true
 	}
-	return false
+	return t.IsLockEvent()
 }
 
-// matches reports whether a non-recursive watcher on ev.Path wants ev.
+// watchedAt is the path whose non-recursive watchers may want ev: the
+// node's, or for a lock event (whose Path is the request node) the locked
+// path's.
+func watchedAt(ev *namespace.Event) string {
+	if ev.Type.IsLockEvent() {
+		return namespace.Parent(ev.Path)
+	}
+	return ev.Path
+}
+
+// matches reports whether a non-recursive watcher on watchedAt(ev) wants
+// ev.
 func (w *watcher) matches(ev *namespace.Event) bool {
+	if ev.Type.IsLockEvent() {
+		return w.kind&session.WatchLocks != 0
+	}
 	switch ev.Type {
 	case namespace.EventDataChanged:
 		return w.kind&session.WatchData != 0
@@ -150,16 +164,17 @@ func within(p, root string) bool {
 // wants reports whether w, on any path, wants ev (used for replay).
 func (w *watcher) wants(ev *namespace.Event) bool {
 	if w.kind&session.WatchRecursive != 0 {
-		return within(ev.Path, w.path)
+		return within(ev.Path, w.path) && (!ev.Type.IsLockEvent() || w.kind&session.WatchLocks != 0)
 	}
-	return ev.Path == w.path && w.matches(ev)
+	return watchedAt(ev) == w.path && w.matches(ev)
 }
 
 func wireEvent(ev *namespace.Event) session.WatchEvent {
-	return session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session}
+	return session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session,
+		Token: ev.Token, Mode: ev.Mode, Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
 }
 
-// Applied records a batch's node events and hands them to the watchers
+// Applied records a batch's watchable events and hands them to the watchers
 // that want them. It runs on the FSM goroutine and never blocks on a
 // watcher: a full queue closes that watcher instead.
 func (h *watchHub) Applied(results []*namespace.Result) {
@@ -172,7 +187,7 @@ func (h *watchHub) Applied(results []*namespace.Result) {
 		h.rev = max(h.rev, r.Index)
 		for i := range r.Events {
 			ev := &r.Events[i]
-			if !isNodeEvent(ev.Type) {
+			if !isWatchable(ev.Type) {
 				continue
 			}
 			h.recordLocked(*ev)
@@ -219,14 +234,15 @@ func (h *watchHub) recordLocked(ev namespace.Event) {
 }
 
 func (h *watchHub) routeLocked(ev *namespace.Event) {
-	for w := range h.exact[ev.Path] {
+	for w := range h.exact[watchedAt(ev)] {
 		if ev.Rev > w.from && w.matches(ev) {
 			h.pushLocked(w, wireEvent(ev))
 		}
 	}
+	lock := ev.Type.IsLockEvent()
 	for p := ev.Path; ; p = namespace.Parent(p) {
 		for w := range h.recursive[p] {
-			if ev.Rev > w.from {
+			if ev.Rev > w.from && (!lock || w.kind&session.WatchLocks != 0) {
 				h.pushLocked(w, wireEvent(ev))
 			}
 		}

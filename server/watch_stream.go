@@ -18,7 +18,7 @@ const (
 	watchFrameBytes  = 256 << 10
 )
 
-const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchExists | session.WatchRecursive
+const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchExists | session.WatchRecursive | session.WatchLocks
 
 // serveWatch runs a MsgWatch stream: an acknowledgement frame (Rev = the
 // revision the watch starts after), then frames of events until the client
