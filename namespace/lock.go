@@ -412,6 +412,7 @@ func (c *cmdCtx) finishLocks(r *Result) {
 			spent += len(rec) + 25
 			c.events = append(c.events, Event{Type: EventLockGranted, Path: q.node, Rev: c.index, Session: q.session,
 				Token: q.token, Mode: q.mode})
+			c.tellWaiting(q)
 			r.Grants = append(r.Grants, Grant{Node: q.node, Path: q.lockPath(), Session: q.session, Token: q.token, Mode: q.mode})
 		}
 		// A try-lock is runnable (checked when requested) and granted

@@ -68,3 +68,39 @@ func (c *cmdCtx) contendedIn(w *lockReq, l *list.List) {
 			Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session})
 	}
 }
+
+// tellWaiting emits EventLockContended for q, granted now, when a
+// conflicting request already waits behind it (one event, naming the
+// first such request found: q's path's first blocked request, the
+// earliest conflicting one blocked below it, or an ancestor's first
+// blocked request).
+// A holder granted after others queued behind it learns of them from its
+// grant's revision, as one granted first learns of later arrivals.
+func (c *cmdCtx) tellWaiting(q *lockReq) {
+	lp := q.path
+	tell := func(w *lockReq) bool {
+		if w == nil || w.rev <= q.rev || w.session == q.session || !q.conflicts(w.lockPath(), w.mode) {
+			return false
+		}
+		c.events = append(c.events, Event{Type: EventLockContended, Path: q.node, Rev: c.index, Session: q.session,
+			Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session})
+		return true
+	}
+	if tell(lp.frontier) {
+		return
+	}
+	told, n := false, 0
+	lp.below.ascend(revKey(q.rev), func(_ setKey, w *lockReq) bool {
+		told = tell(w)
+		n++
+		return !told && n < maxContendedScan
+	})
+	if told {
+		return
+	}
+	for a := lp.parent; a != nil; a = a.parent {
+		if tell(a.frontier) {
+			return
+		}
+	}
+}
