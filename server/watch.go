@@ -171,7 +171,7 @@ func (w *watcher) wants(ev *namespace.Event) bool {
 
 func wireEvent(ev *namespace.Event) session.WatchEvent {
 	return session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session,
-		Token: ev.Token, Mode: ev.Mode, Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
+		Token: ev.Token, Mode: session.LockMode(ev.Mode), Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
 }
 
 // Applied records a batch's watchable events and hands them to the watchers

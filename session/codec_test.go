@@ -429,7 +429,7 @@ func TestIdleReaderHoldsNoBuffer(t *testing.T) {
 // fields (token, mode, cause, waiter) across the wire.
 func TestLockWatchEventRoundTrip(t *testing.T) {
 	resp := &Response{Events: []WatchEvent{
-		{Type: namespace.EventLockContended, Path: "/l/lock-s-0000000001", Rev: 43, Session: 77, Token: 12, Mode: namespace.LockShared,
+		{Type: namespace.EventLockContended, Path: "/l/lock-s-0000000001", Rev: 43, Session: 77, Token: 12, Mode: LockShared,
 			Waiter: "/l/lock-x-0000000002", WaiterSession: 78},
 		{Type: namespace.EventLockLost, Path: "/l/lock-s-0000000001", Rev: 44, Session: 77, Token: 12, Cause: "session-expired"},
 	}}

@@ -440,11 +440,11 @@ type WatchEvent struct {
 	Rev     uint64              `codec:"r,omitempty"`
 	Session uint64              `codec:"s,omitempty"`
 	// Lock events (WatchLocks) only; see namespace.Event.
-	Token         uint64             `codec:"tk,omitempty"`
-	Mode          namespace.LockMode `codec:"m,omitempty"`
-	Cause         string             `codec:"c,omitempty"`
-	Waiter        string             `codec:"w,omitempty"`
-	WaiterSession uint64             `codec:"ws,omitempty"`
+	Token         uint64   `codec:"tk,omitempty"`
+	Mode          LockMode `codec:"m,omitempty"`
+	Cause         string   `codec:"c,omitempty"`
+	Waiter        string   `codec:"w,omitempty"`
+	WaiterSession uint64   `codec:"ws,omitempty"`
 }
 
 // SessionInfo describes one session in a MsgSessions answer. The secret is
