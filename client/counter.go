@@ -154,7 +154,9 @@ func (k *Counter) update(ctx context.Context, f func(cur int64) (int64, bool)) (
 			return next, true, nil
 		case errors.Is(err, ErrBadVersion), errors.Is(err, ErrNodeExists), errors.Is(err, ErrNoNode):
 			// Another writer came first: read again.
-		case errors.Is(err, ErrUnknownOutcome):
+		case errors.Is(err, ErrUnknownOutcome), ctx.Err() != nil:
+			// A write whose ctx ended after it was sent may have applied
+			// too.
 			unknown = append(unknown, ver)
 		default:
 			return fail(err)

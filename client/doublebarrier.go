@@ -89,13 +89,22 @@ func (b *DoubleBarrier) enter(ctx context.Context, node string) (released bool, 
 		return false, err
 	}
 	defer w.Close()
-	if _, err := b.s.Create(ctx, node, nil, Ephemeral()); errors.Is(err, ErrUnknownOutcome) {
-		ok, st, err2 := b.c.Exists(ctx, node)
-		if err2 != nil || !ok || st.EphemeralOwner != b.s.id {
-			return false, err
+	for {
+		_, err := b.s.Create(ctx, node, nil, Ephemeral())
+		if errors.Is(err, ErrNodeExists) {
+			// A lost answer's create was applied (the name is ours alone).
+			ok, st, err2 := b.c.Exists(ctx, node)
+			if err2 == nil && ok && st.EphemeralOwner == b.s.id {
+				err = nil
+			}
 		}
-	} else if err != nil {
-		return false, err
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnknownOutcome) || ctx.Err() != nil {
+			// The node may exist (ctx ended after sending): take it out.
+			return b.withdraw(node, err)
+		}
 	}
 	for {
 		ready, again, err := b.tryRelease(ctx, node)

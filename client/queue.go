@@ -21,9 +21,10 @@ import (
 // is ours (the item is ours), or the item is still there (the take did
 // not apply yet: it is sent again, and at most one of the two applies),
 // or neither (another consumer took it). The marker is deleted once the
-// take is known. Only when the consumer's session ends before that is
-// the item's fate unknown: Take then fails with ErrUnknownOutcome, and
-// the item was taken by nobody else.
+// take is known. A take sent before Take's ctx ended is resolved the same
+// way, and Take returns the item if it took it. Only when the consumer's
+// session ends before that is the item's fate unknown: Take then fails
+// with ErrUnknownOutcome, and the item was taken by nobody else.
 //
 // Put does not retry a create whose answer was lost: it fails with
 // ErrUnknownOutcome, and the item is in the queue once or not at all.
@@ -61,6 +62,10 @@ func (q *Queue) Put(ctx context.Context, data []byte) (string, error) {
 		if err = createPath(ctx, q.c, q.path); err == nil {
 			node, err = q.c.Create(ctx, join(q.path, queueItem), data, Sequential())
 		}
+	}
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrUnknownOutcome) {
+		// Sent before ctx ended, it may have been applied.
+		err = fmt.Errorf("%w: queue %s: %w", ErrUnknownOutcome, q.path, err)
 	}
 	return node, err
 }
@@ -146,11 +151,18 @@ func (q *Queue) take(ctx context.Context, name string) ([]byte, bool, error) {
 			return data, true, nil
 		case errors.Is(err, ErrNoNode), errors.Is(err, ErrBadVersion), errors.Is(err, ErrNodeExists):
 			return nil, false, nil // taken by another
-		case !errors.Is(err, ErrUnknownOutcome):
+		case !errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil:
 			return nil, false, err
 		}
-		// The answer was lost: find out.
-		mine, again, err := q.resolve(ctx, item, marker)
+		// The answer was lost (or ctx ended after the take was sent): find
+		// out, for as long as the session lives, so that an item taken is
+		// returned and never dropped.
+		rctx, cancel := q.s.lifeCtx()
+		mine, again, err := q.resolve(rctx, item, marker)
+		cancel()
+		if again && ctx.Err() != nil {
+			return nil, false, ctx.Err() // not taken, and the caller gave up
+		}
 		switch {
 		case err != nil:
 			return nil, false, err
