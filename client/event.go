@@ -37,6 +37,9 @@ func (t EventType) String() string {
 	return namespace.EventType(t).String()
 }
 
+// IsLock reports whether t is a lock event (Locks).
+func (t EventType) IsLock() bool { return namespace.EventType(t).IsLockEvent() }
+
 // Event is one change delivered on a watch. Events of one watch arrive in
 // revision order, each exactly once, across reconnections.
 type Event struct {

@@ -112,7 +112,7 @@ func TestLockEvents(t *testing.T) {
 	for {
 		select {
 		case ev := <-plain.Events():
-			if ev.Token != 0 || ev.Type >= EventLockGranted && ev.Type <= EventLockContended {
+			if ev.Token != 0 || ev.Type.IsLock() {
 				t.Fatalf("node watch got lock event %+v", ev)
 			}
 			continue
