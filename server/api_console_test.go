@@ -29,7 +29,8 @@ func findBrowser() string {
 
 // The web console in a real headless Chromium against three real
 // members, served by a follower: the tree shows a node appearing, the
-// queue view shows a lock taken (with a waiter behind it) and released,
+// queue view shows a lock taken (with a waiter behind it, the holder
+// marked contended by the watch's lock events) and released,
 // the members and an election's leader are shown; all live, without
 // reloading the page.
 func TestConsoleInBrowser(t *testing.T) {
@@ -126,6 +127,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	holder := fmt.Sprintf(`[data-lock="/jobs/report"] tr[data-state="held"][data-node=%q]`, a1.str("node"))
 	wait("the holder", holder)
 	wait("a waiter", `[data-lock="/jobs/report"] tr[data-state="waiting"]`)
+	wait("the holder marked contended", holder+`[data-contended="true"]`)
 	s := api.do(201, f, "POST", "/api/v1/sessions", map[string]any{"ttl_ms": 30000})
 	api.do(200, f, "POST", "/api/v1/elections/services/billing/campaign", map[string]any{"data": "10.0.0.7:8080"}, "Latch-Session: "+s.str("token"))
 	wait("the election's leader", `#elections tr[data-election="/services/billing"]`)
