@@ -111,23 +111,12 @@ func (k *Counter) update(ctx context.Context, f func(cur int64) (int64, bool)) (
 		if err != nil {
 			return fail(err)
 		}
-		for _, w := range d.Writes {
-			if w.ID == id {
-				return w.Value, true, nil // an earlier attempt applied
-			}
+		w, still, err := d.resolve(ver, id, unknown)
+		if err != nil {
+			return 0, false, fmt.Errorf("%w: counter %s", err, k.path)
 		}
-		// Writes that expected an older version can never apply now;
-		// if the window no longer shows who made their version, whether
-		// they did is lost.
-		still := unknown[:0]
-		for _, e := range unknown {
-			switch {
-			case ver <= e:
-				still = append(still, e) // may still be in flight
-			case len(d.Writes) == 0 || d.Writes[0].Version > e+1:
-				return 0, false, fmt.Errorf("%w: counter %s: a write's answer was lost and %d writes went by since",
-					ErrUnknownOutcome, k.path, ver-e)
-			}
+		if w != nil {
+			return w.Value, true, nil // an earlier attempt applied
 		}
 		unknown = still
 		next, ok := f(d.Value)
@@ -165,4 +154,30 @@ func (k *Counter) update(ctx context.Context, f func(cur int64) (int64, bool)) (
 			return fail(err)
 		}
 	}
+}
+
+// resolve decides what became of the writes of id whose answers were lost,
+// which expected the versions unknown, now that the node is at version ver
+// (-1: no node) holding d: the write that applied, or the writes that may
+// still apply (they expect a version the node has not passed), or
+// ErrUnknownOutcome when the node passed a write's version and no longer
+// remembers who made it.
+func (d *counterData) resolve(ver int64, id string, unknown []int64) (*counterWrite, []int64, error) {
+	for i := range d.Writes {
+		if d.Writes[i].ID == id {
+			return &d.Writes[i], nil, nil
+		}
+	}
+	var still []int64
+	for _, e := range unknown {
+		switch {
+		case ver <= e:
+			still = append(still, e) // may still be in flight
+		case len(d.Writes) == 0 || d.Writes[0].Version > e+1:
+			return nil, nil, fmt.Errorf("%w: a write's answer was lost and %d writes went by since", ErrUnknownOutcome, ver-e)
+		}
+		// Else the node remembers who made version e+1, and it was not
+		// this write: it can never apply.
+	}
+	return nil, still, nil
 }

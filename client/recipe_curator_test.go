@@ -358,3 +358,47 @@ func TestCuratorCheckersCatchPlantedBugs(t *testing.T) {
 		t.Fatal("the counter checker missed an increment applied twice")
 	}
 }
+
+// TestCounterResolve: how a Counter decides the writes whose answers were
+// lost, from what the node remembers.
+func TestCounterResolve(t *testing.T) {
+	writes := func(from, to int64) []counterWrite { // versions from..to, ids "w<version>"
+		var ws []counterWrite
+		for v := from; v <= to; v++ {
+			ws = append(ws, counterWrite{Version: v, ID: fmt.Sprint("w", v), Value: v * 10})
+		}
+		return ws
+	}
+	for _, c := range []struct {
+		name    string
+		d       counterData
+		ver     int64
+		unknown []int64
+		applied int64 // the value found applied; 0: none
+		still   []int64
+		err     bool
+	}{
+		{name: "applied, remembered", d: counterData{Writes: writes(3, 9)}, ver: 9, unknown: []int64{4}, applied: 50},
+		{name: "not applied: another made its version", d: counterData{Writes: writes(3, 9)}, ver: 9, unknown: []int64{5}},
+		{name: "may still be in flight", d: counterData{Writes: writes(3, 9)}, ver: 9, unknown: []int64{9}, still: []int64{9}},
+		{name: "a create still in flight", ver: -1, unknown: []int64{-1}, still: []int64{-1}},
+		{name: "forgotten", d: counterData{Writes: writes(20, 51)}, ver: 51, unknown: []int64{10}, err: true},
+		{name: "just remembered", d: counterData{Writes: writes(20, 51)}, ver: 51, unknown: []int64{19}},
+	} {
+		id := "mine"
+		if c.applied != 0 {
+			id = fmt.Sprint("w", c.applied/10)
+		}
+		w, still, err := c.d.resolve(c.ver, id, c.unknown)
+		switch {
+		case c.err != (err != nil) || c.err && !errors.Is(err, ErrUnknownOutcome):
+			t.Errorf("%s: error %v", c.name, err)
+		case c.applied != 0 && (w == nil || w.Value != c.applied):
+			t.Errorf("%s: applied %+v, want value %d", c.name, w, c.applied)
+		case c.applied == 0 && w != nil:
+			t.Errorf("%s: found applied %+v", c.name, w)
+		case fmt.Sprint(still) != fmt.Sprint(c.still):
+			t.Errorf("%s: still %v, want %v", c.name, still, c.still)
+		}
+	}
+}
