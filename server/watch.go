@@ -48,6 +48,11 @@ func (f *front) observe(o ApplyObserver) {
 // each watcher has a FIFO queue: a watch sees every event after its start
 // revision once, in revision order. A queue is bounded; a watcher that
 // falls behind it is closed with a Resync.
+//
+// Lock events (granted, released, lost, contended; Path: the request
+// node) share the ring and the order of node events, and go only to the
+// watchers that asked for them (WatchLocks): those of the locked path
+// (the node's parent) and the recursive ones above it.
 type watchHub struct {
 	restores func() uint64 // the FSM's snapshot install count
 	applied  func() uint64 // the namespace's applied index
