@@ -15,10 +15,11 @@ import (
 //
 // A consumer takes an item with one Multi: delete the item (at its
 // version) and create path/taken-item-NNNNNNNNNN, an ephemeral node of
-// the consumer's session. Two consumers cannot both succeed (the second
+// the consumer's session holding a random id of this take. Two consumers cannot both succeed (the second
 // finds the item gone), and the marker makes a take whose answer was lost
 // (ErrUnknownOutcome, a leader change) decidable: the marker exists and
-// is ours (the item is ours), or the item is still there (the take did
+// holds this take's id (the item is ours; the session alone would not
+// tell two consumers of one session apart), or the item is still there (the take did
 // not apply yet: it is sent again, and at most one of the two applies),
 // or neither (another consumer took it). The marker is deleted once the
 // take is known. A take sent before Take's ctx ended is resolved the same
@@ -143,8 +144,11 @@ func (q *Queue) take(ctx context.Context, name string) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	// The marker names this take, not only its session: two Queues of one
+	// session must not both take an item on one marker.
+	takeID := []byte(newRequestID())
 	for {
-		_, err = q.s.Multi(ctx, OpDelete(item, WithVersion(st.Version)), OpCreate(marker, nil, Ephemeral()))
+		_, err = q.s.Multi(ctx, OpDelete(item, WithVersion(st.Version)), OpCreate(marker, takeID, Ephemeral()))
 		switch {
 		case err == nil:
 			q.unmark(ctx, marker)
@@ -158,7 +162,7 @@ func (q *Queue) take(ctx context.Context, name string) ([]byte, bool, error) {
 		// out, for as long as the session lives, so that an item taken is
 		// returned and never dropped.
 		rctx, cancel := q.s.lifeCtx()
-		mine, again, err := q.resolve(rctx, item, marker)
+		mine, again, err := q.resolve(rctx, item, marker, takeID)
 		cancel()
 		if again && ctx.Err() != nil {
 			return nil, false, ctx.Err() // not taken, and the caller gave up
@@ -176,28 +180,29 @@ func (q *Queue) take(ctx context.Context, name string) ([]byte, bool, error) {
 }
 
 // resolve decides a take of item whose answer was lost: mine (the marker
-// is this session's), again (the item is still there: send the take
-// again), or neither (another consumer took it).
-func (q *Queue) resolve(ctx context.Context, item, marker string) (mine, again bool, err error) {
+// is this take's), again (the item is still there: send the take again),
+// or neither (another consumer took it).
+func (q *Queue) resolve(ctx context.Context, item, marker string, takeID []byte) (mine, again bool, err error) {
 	unknown := func(err error) error {
 		return fmt.Errorf("%w: queue %s: taking %s: %w", ErrUnknownOutcome, q.path, item, err)
 	}
-	ok, st, err := q.c.Exists(ctx, marker)
-	if err != nil {
+	data, st, err := q.c.Get(ctx, marker)
+	switch {
+	case errors.Is(err, ErrNoNode):
+	case err != nil:
 		return false, false, unknown(err)
-	}
-	if ok && st.EphemeralOwner == q.s.id {
+	case st.EphemeralOwner == q.s.id && string(data) == string(takeID):
 		return true, false, nil
 	}
 	if err := q.s.Err(); err != nil {
 		// The session ended: a marker of ours would be gone with it.
 		return false, false, unknown(err)
 	}
-	ok, _, err = q.c.Exists(ctx, item)
+	there, _, err := q.c.Exists(ctx, item)
 	if err != nil {
 		return false, false, unknown(err)
 	}
-	return false, ok, nil
+	return false, there, nil
 }
 
 // unmark deletes a take's marker, in the background if it cannot now (it

@@ -95,6 +95,7 @@ func TestCuratorRecipesLeaderKilled(t *testing.T) {
 		count := func() int { mu.Lock(); defer mu.Unlock(); return taken }
 		waitFor(t, "items taken before the kill", count, 50)
 		restart := killLeader(t) // puts and takes in flight
+		defer restart()          // the next part needs three members again
 		before := count()
 		waitFor(t, "items taken after the kill", count, before+50)
 		close(stopPut)
@@ -116,7 +117,6 @@ func TestCuratorRecipesLeaderKilled(t *testing.T) {
 		if err := h.check(); err != nil {
 			t.Fatal(err)
 		}
-		restart()
 	})
 
 	t.Run("Counter", func(t *testing.T) {
@@ -152,6 +152,7 @@ func TestCuratorRecipesLeaderKilled(t *testing.T) {
 		count := func() int { mu.Lock(); defer mu.Unlock(); return done }
 		waitFor(t, "increments before the kill", count, 100)
 		restart := killLeader(t)
+		defer restart()
 		before := count()
 		waitFor(t, "increments after the kill", count, before+100)
 		close(stop)
@@ -164,7 +165,6 @@ func TestCuratorRecipesLeaderKilled(t *testing.T) {
 		if err := h.check(final); err != nil {
 			t.Fatal(err)
 		}
-		restart()
 	})
 
 	t.Run("DoubleBarrier", func(t *testing.T) {

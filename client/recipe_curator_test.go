@@ -129,6 +129,26 @@ func TestCuratorRecipes(t *testing.T) {
 		if err := qh.check(); err != nil {
 			t.Fatal(err)
 		}
+		// A lost take's answer is decided by the marker's take id, not by
+		// its session: another Queue of the same session took this item.
+		item, err := producer.Put(ctx, []byte("shared"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := item[len("/q/jobs/"):]
+		marker := "/q/jobs/" + queueTaken + name
+		if _, err := c2.Session().Multi(ctx, OpDelete(item), OpCreate(marker, []byte("other take"), Ephemeral())); err != nil {
+			t.Fatal(err)
+		}
+		if mine, again, err := consumer.resolve(ctx, item, marker, []byte("this take")); err != nil || mine || again {
+			t.Fatalf("resolve of a take another Queue of the session made = mine %v, again %v, %v", mine, again, err)
+		}
+		if mine, _, err := consumer.resolve(ctx, item, marker, []byte("other take")); err != nil || !mine {
+			t.Fatalf("resolve of the take that made the marker = mine %v, %v", mine, err)
+		}
+		if err := c2.Session().Delete(ctx, marker); err != nil {
+			t.Fatal(err)
+		}
 		servertest.Eventually(t, "markers deleted", func() error {
 			kids, err := c1.Children(ctx, "/q/jobs")
 			if err != nil || len(kids) != 0 {
