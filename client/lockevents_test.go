@@ -172,3 +172,47 @@ func TestContendedEndsWithHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRWMutexContended: readers are told when a writer queues behind
+// them; another reader does not contend with them.
+func TestRWMutexContended(t *testing.T) {
+	tc := startLockCluster(t, 1)
+	c1, c2, c3 := tc.dial(3*time.Second), tc.dial(3*time.Second), tc.dial(3*time.Second)
+	ctx := testCtx(t)
+	r1, r2 := NewRWMutex(c1.Session(), "/rwc"), NewRWMutex(c2.Session(), "/rwc")
+	if err := r1.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	contended := r1.Contended()
+	if err := r2.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := NewRWMutex(c3.Session(), "/rwc")
+	got := lockAsync(ctx, w.Lock)
+	// Every lock-contended event since r1's grant names the writer:
+	// readers do not contend with each other.
+	lw, err := c3.Watch(ctx, "/rwc", Locks(), FromRevision(r1.Revision()-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lw.Close()
+	wait(t, "r1.Contended after a writer queued", contended)
+	wait(t, "r2.Contended after a writer queued", r2.Contended())
+	for seen := 0; seen < 2; {
+		ev := nextEvent(t, lw)
+		if ev.Type != EventLockContended {
+			continue
+		}
+		if ev.WaiterSession != c3.Session().ID() {
+			t.Fatalf("a reader contended with %+v", ev)
+		}
+		seen++
+	}
+	if err := r1.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done(t, got, "w.Lock")
+}
