@@ -120,10 +120,10 @@
 // (Campaign, Proclaim, Leader, Observe, Resign, Term) is an exclusive lock
 // whose request node holds the leader's value, Semaphore and Barrier are
 // built on the namespace alone, and Client.CheckSequencer and
-// Client.LockQueue read the lock state. Mutex.Contended closes when
-// another session waits for the held lock (a watch with Locks, which any
-// client may open to follow a lock's grants, ends and conflicting
-// requests).
+// Client.LockQueue read the lock state. Mutex.Contended (and
+// RWMutex.Contended) closes when another session waits for the held lock
+// (a watch with Locks, which any client may open to follow a lock's
+// grants, ends and conflicting requests).
 //
 // Curator's recipes are built on the namespace too, and keep deciding
 // once through lost answers (ErrUnknownOutcome) and failovers: Queue (a
