@@ -53,11 +53,19 @@ type Event struct {
 	Path    string
 	Rev     uint64
 	Session uint64
-	// Lock events only. Token is the hold's fencing token; Mode its mode.
-	// Cause says how a hold ended (EventLockReleased, EventLockLost), in
-	// lock history's words: "released", "canceled", "session-closed",
-	// "session-expired", "hold-ttl-expired" or "deleted". Waiter and
-	// WaiterSession name the conflicting request (EventLockContended).
+	// Lock is what a lock event tells besides (nil for other events): a
+	// pointer, so that the many node events (which watch hubs keep by the
+	// hundred thousand) stay small.
+	Lock *LockNote
+}
+
+// LockNote details a lock event. Token is the hold's fencing token; Mode
+// its mode. Cause says how a hold ended (EventLockReleased,
+// EventLockLost), in lock history's words: "released", "canceled",
+// "session-closed", "session-expired", "hold-ttl-expired" or "deleted".
+// Waiter and WaiterSession name the conflicting request
+// (EventLockContended).
+type LockNote struct {
 	Token         uint64
 	Mode          LockMode
 	Cause         string

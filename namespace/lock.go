@@ -325,7 +325,7 @@ func (c *cmdCtx) lockNodeRemoved(p string) {
 			t = EventLockReleased
 		}
 		c.events = append(c.events, Event{Type: t, Path: p, Rev: c.index, Session: q.session,
-			Token: q.token, Mode: q.mode, Cause: lockEndNames[c.lockCause]})
+			Lock: &LockNote{Token: q.token, Mode: q.mode, Cause: lockEndNames[c.lockCause]}})
 		if (c.lockCause == causeExpire || c.lockCause == causeHoldTTL) && q.delay > 0 {
 			kind = lockToPhantom
 		}
@@ -411,7 +411,7 @@ func (c *cmdCtx) finishLocks(r *Result) {
 			c.putRaw(lockKey(q.rev), rec)
 			spent += len(rec) + 25
 			c.events = append(c.events, Event{Type: EventLockGranted, Path: q.node, Rev: c.index, Session: q.session,
-				Token: q.token, Mode: q.mode})
+				Lock: &LockNote{Token: q.token, Mode: q.mode}})
 			c.tellWaiting(q)
 			r.Grants = append(r.Grants, Grant{Node: q.node, Path: q.lockPath(), Session: q.session, Token: q.token, Mode: q.mode})
 		}

@@ -65,7 +65,7 @@ func (c *cmdCtx) contendedIn(w *lockReq, l *list.List) {
 			continue
 		}
 		c.events = append(c.events, Event{Type: EventLockContended, Path: q.node, Rev: c.index, Session: q.session,
-			Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session})
+			Lock: &LockNote{Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session}})
 	}
 }
 
@@ -83,7 +83,7 @@ func (c *cmdCtx) tellWaiting(q *lockReq) {
 			return false
 		}
 		c.events = append(c.events, Event{Type: EventLockContended, Path: q.node, Rev: c.index, Session: q.session,
-			Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session})
+			Lock: &LockNote{Token: q.token, Mode: q.mode, Waiter: w.node, WaiterSession: w.session}})
 		return true
 	}
 	if tell(lp.frontier) {

@@ -20,7 +20,7 @@ func TestLockContendedBound(t *testing.T) {
 		if ev.Type != EventLockContended {
 			continue
 		}
-		if ev.Waiter != res.Path || ev.WaiterSession != w || ev.Rev != res.Index || ev.Token == 0 || ev.Mode != LockShared {
+		if l := ev.Lock; l == nil || l.Waiter != res.Path || l.WaiterSession != w || ev.Rev != res.Index || l.Token == 0 || l.Mode != LockShared {
 			t.Fatalf("contended event %+v for waiter %s", ev, res.Path)
 		}
 		told = append(told, ev.Path)

@@ -543,11 +543,11 @@ func writeResult(b *strings.Builder, r *Result) {
 		if ev.Session != 0 {
 			fmt.Fprintf(b, " session=%d", ev.Session)
 		}
-		if ev.Cause != "" {
-			fmt.Fprintf(b, " cause=%s", ev.Cause)
+		if l := ev.Lock; l != nil && l.Cause != "" {
+			fmt.Fprintf(b, " cause=%s", l.Cause)
 		}
-		if ev.Waiter != "" {
-			fmt.Fprintf(b, " waiter=%s waiter-session=%d", ev.Waiter, ev.WaiterSession)
+		if l := ev.Lock; l != nil && l.Waiter != "" {
+			fmt.Fprintf(b, " waiter=%s waiter-session=%d", l.Waiter, l.WaiterSession)
 		}
 		fmt.Fprintf(b, " rev=%d\n", ev.Rev)
 	}

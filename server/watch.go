@@ -175,8 +175,12 @@ func (w *watcher) wants(ev *namespace.Event) bool {
 }
 
 func wireEvent(ev *namespace.Event) session.WatchEvent {
-	return session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session,
-		Token: ev.Token, Mode: session.LockMode(ev.Mode), Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
+	we := session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session}
+	if l := ev.Lock; l != nil {
+		we.Token, we.Mode, we.Cause = l.Token, session.LockMode(l.Mode), l.Cause
+		we.Waiter, we.WaiterSession = l.Waiter, l.WaiterSession
+	}
+	return we
 }
 
 // Applied records a batch's watchable events and hands them to the watchers

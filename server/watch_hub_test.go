@@ -84,7 +84,7 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 					ev.Path = ""
 				case ev.Type.IsLockEvent():
 					ev.Path = namespace.Join(ev.Path, "lock-x-0000000001") // a request node
-					ev.Token, ev.Session = rev, 9
+					ev.Session, ev.Lock = 9, &namespace.LockNote{Token: rev}
 				}
 				r.Events = append(r.Events, ev)
 				log = append(log, ev)
@@ -185,14 +185,15 @@ func TestWatchHubLockEvents(t *testing.T) {
 	h.Applied([]*namespace.Result{
 		{Index: 1, Events: []namespace.Event{
 			{Type: namespace.EventCreated, Path: "/a/lock-x-0000000001", Rev: 1, Session: 7},
-			{Type: namespace.EventLockGranted, Path: "/a/lock-x-0000000001", Rev: 1, Session: 7, Token: 1}}},
+			{Type: namespace.EventLockGranted, Path: "/a/lock-x-0000000001", Rev: 1, Session: 7, Lock: &namespace.LockNote{Token: 1}}}},
 		{Index: 2, Events: []namespace.Event{
 			{Type: namespace.EventCreated, Path: "/a/b/lock-x-0000000002", Rev: 2, Session: 8},
-			{Type: namespace.EventLockContended, Path: "/a/lock-x-0000000001", Rev: 2, Session: 7, Token: 1,
-				Waiter: "/a/b/lock-x-0000000002", WaiterSession: 8}}},
+			{Type: namespace.EventLockContended, Path: "/a/lock-x-0000000001", Rev: 2, Session: 7,
+				Lock: &namespace.LockNote{Token: 1, Waiter: "/a/b/lock-x-0000000002", WaiterSession: 8}}}},
 		{Index: 3, Events: []namespace.Event{
 			{Type: namespace.EventDeleted, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7},
-			{Type: namespace.EventLockReleased, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7, Token: 1, Cause: "released"}}},
+			{Type: namespace.EventLockReleased, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7,
+				Lock: &namespace.LockNote{Token: 1, Cause: "released"}}}},
 	})
 	types := func(w *watcher) string {
 		evs, _ := h.take(w, nil)
