@@ -84,6 +84,10 @@ func (h *lockHandle) followContention(hd *hold, done chan struct{}) {
 	}
 	w, err := h.c.Watch(ctx, h.path, Locks(), FromRevision(from))
 	if err != nil {
+		if ctx.Err() == nil {
+			h.c.log.Debug("latch: cannot watch a held lock for conflicting requests; Contended will not close",
+				"path", h.path, "node", hd.node, "err", err)
+		}
 		return
 	}
 	defer w.Close()
