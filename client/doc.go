@@ -120,7 +120,21 @@
 // (Campaign, Proclaim, Leader, Observe, Resign, Term) is an exclusive lock
 // whose request node holds the leader's value, Semaphore and Barrier are
 // built on the namespace alone, and Client.CheckSequencer and
-// Client.LockQueue read the lock state. A held lock costs no stream: the
+// Client.LockQueue read the lock state. Mutex.Contended (and
+// RWMutex.Contended) closes when another session waits for the held lock
+// (a watch with Locks, which any client may open to follow a lock's
+// grants, ends and conflicting requests).
+//
+// Curator's recipes are built on the namespace too, and keep deciding
+// once through lost answers (ErrUnknownOutcome) and failovers: Queue (a
+// FIFO of persistent sequential items; a take is a Multi that deletes the
+// item and creates an ephemeral marker of the consumer's session, so no
+// item is taken twice and a lost answer is resolved), DoubleBarrier
+// (Enter until n participants, Leave until all left; the ready node is
+// created by a Multi that checks n participant nodes, so it releases all
+// or none) and Counter (versioned sets; the node remembers its last 32
+// writes' ids, so an Add whose answer was lost is found applied or not).
+// See queue.go, doublebarrier.go and counter.go. A held lock costs no stream: the
 // server tells of its end on the connection's lock notices stream, so
 // Lost() closes as soon as the server takes the lock away or the session
 // ends; after a failover the client re-attaches to its request (waiting or

@@ -65,6 +65,8 @@ var (
 	ErrSessionClosed = errors.New("latch: session closed")
 	ErrBadConfig     = errors.New("latch: bad client config")
 	ErrBadOption     = errors.New("latch: bad option")
+	// ErrNotCounter: a Counter's node holds data that is not a counter.
+	ErrNotCounter = errors.New("latch: not a counter")
 	// ErrUnknownOutcome: a write was sent and its answer never came — the
 	// connection broke, or the leader lost leadership while committing it —
 	// so it may or may not have been applied. Read the state to find out;

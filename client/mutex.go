@@ -189,6 +189,15 @@ func (m *Mutex) Lost() <-chan struct{} { return m.h.lostC() }
 // by Unlock.
 func (m *Mutex) Err() error { return m.h.lostErr() }
 
+// Contended is closed when another session waits for a lock that
+// conflicts with the one taken by the last successful Lock or TryLock,
+// while it is held: a request queued behind it, or already waiting when
+// it was granted (Chubby's "conflicting lock request"), so the holder
+// can finish early and Unlock. The first call starts a watch of the
+// lock's events (Locks), which ends with the hold; before the first Lock
+// it returns nil. See contended.go.
+func (m *Mutex) Contended() <-chan struct{} { return m.h.contendedC() }
+
 // Node is the held lock's request node ("" when not held): the ephemeral
 // node `latch ls PATH` shows.
 func (m *Mutex) Node() string { return m.h.nodeName() }
@@ -259,6 +268,8 @@ type hold struct {
 	mu        sync.Mutex
 	err       error // why lost; nil while held
 	unlocking bool  // Unlock released it: its stream's end is no loss
+
+	contention // Contended (contended.go)
 }
 
 // lose records that the lock is gone (once) and closes lost, unless
@@ -668,6 +679,7 @@ func (h *lockHandle) release(ctx context.Context) error {
 		return err
 	}
 	h.c.locks.remove(hd.node)
+	hd.stopContention()
 	h.mu.Lock()
 	h.cur = nil
 	h.mu.Unlock()

@@ -135,6 +135,12 @@ func Children() WatchOption { return kindOption(session.WatchChildren) }
 // Exists makes Watch report the node's creation and deletion.
 func Exists() WatchOption { return kindOption(session.WatchExists) }
 
+// Locks makes Watch report the lock events of the requests on the path
+// (with Recursive, anywhere below it too): EventLockGranted,
+// EventLockReleased, EventLockLost and EventLockContended, in revision
+// order with the node events. Alone it reports no node events.
+func Locks() WatchOption { return kindOption(session.WatchLocks) }
+
 type fromRevOption uint64
 
 func (r fromRevOption) applyWatch(o *watchOptions) { o.fromRev = uint64(r) }

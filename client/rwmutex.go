@@ -81,6 +81,11 @@ func (m *RWMutex) Lost() <-chan struct{} { return m.latest().lostC() }
 // Err says why Lost closed.
 func (m *RWMutex) Err() error { return m.latest().lostErr() }
 
+// Contended is closed when another session waits for a lock that
+// conflicts with the latest hold (a writer behind readers, anyone behind
+// a writer); see Mutex.Contended.
+func (m *RWMutex) Contended() <-chan struct{} { return m.latest().contendedC() }
+
 // Node is the current hold's request node ("" when none).
 func (m *RWMutex) Node() string { return m.current().nodeName() }
 

@@ -52,8 +52,8 @@ func (w *Watcher) open(ctx context.Context, conn *session.Conn, req *session.Req
 
 // Watch starts watching path and returns once the server has registered
 // the watch: every change committed after that point is delivered. What
-// is reported is chosen by Data, Children, Exists and Recursive (default:
-// the node's creation, data changes and deletion). The watch lasts until
+// is reported is chosen by Data, Children, Exists, Recursive and Locks
+// (default: the node's creation, data changes and deletion). The watch lasts until
 // Close, until ctx ends, until the client is closed, or (OneShot) until
 // its first event; then Events is closed and Err says why.
 func (c *Client) Watch(ctx context.Context, path string, opts ...WatchOption) (*Watcher, error) {
@@ -196,7 +196,8 @@ func (w *Watcher) drain(sr *session.StreamReader, resp *session.Response, skip *
 // OneShot delivered, or ctx ended: then with ctx's error).
 func (w *Watcher) deliver(events []session.WatchEvent, skip *int) (bool, error) {
 	for _, ev := range events {
-		e := Event{Type: EventType(ev.Type), Path: ev.Path, Revision: ev.Rev, Session: ev.Session}
+		e := Event{Type: EventType(ev.Type), Path: ev.Path, Revision: ev.Rev, Session: ev.Session,
+			Token: ev.Token, Mode: ev.Mode, Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
 		switch {
 		case ev.Type == session.EventResync:
 			// Whatever the stream replayed before is void: the watch

@@ -233,6 +233,10 @@ type cmdCtx struct {
 	// tryReq is the command's try-lock request: granted by this command
 	// whatever MaxLockBatch leaves for later.
 	tryReq *lockReq
+	// queued are the lock requests the command queued: those still
+	// blocked when it ends tell the holders they conflict with
+	// (lockcontended.go).
+	queued []*lockReq
 
 	// identity is the command's Identity (a multi's for its ops); aclNext
 	// is the rule table an ACL op made, adopted when the command succeeds.
@@ -262,6 +266,7 @@ func (c *cmdCtx) reset(index uint64, now int64) {
 	c.events = nil
 	c.lockOps = c.lockOps[:0]
 	c.tryReq = nil
+	c.queued = c.queued[:0]
 	c.lockCause = causeDelete
 	c.identity, c.aclNext = "", nil
 	c.newLimits = nil

@@ -296,8 +296,15 @@
 //     NoLockDelay turns it off.
 //   - Events: a held lock that goes away reports EventLockReleased (release,
 //     cancel, session close) or EventLockLost (session expiry, hold TTL,
-//     OpDelete of its node), after the node's Deleted event. A waiter that
-//     leaves reports only the node's Deleted.
+//     OpDelete of its node), after the node's Deleted event, with the
+//     hold's Token and Mode and its Cause in lock history's words
+//     (Event.Lock). A waiter that leaves reports only the node's Deleted.
+//     A request that its command leaves blocked reports EventLockContended
+//     to each held request it conflicts with (Path and Session: the
+//     holder; Lock.Waiter and Lock.WaiterSession: the new request), at the
+//     revision that queued it; a
+//     grant made while a conflicting request already waits reports one at
+//     the grant's revision (lockcontended.go for the bounds).
 //   - Timers (hold deadlines, lock-delay ends) fire only on OpNoop, in
 //     (time, revision) order. A lock past its deadline cannot be renewed
 //     (ErrLockNotHeld) but still holds until the tick removes it; the

@@ -214,6 +214,7 @@ func (c *cmdCtx) lockRequest(cmd *Command, r *Result) error {
 		holdTTL: cmd.HoldTTLMillis, delay: min(delay, l.MaxLockDelayMillis), reqID: cmd.RequestID,
 	}
 	c.lockOps = append(c.lockOps, lockOp{kind: lockAdd, req: q})
+	c.queued = append(c.queued, q)
 	if cmd.Try {
 		c.tryReq = q
 	}
@@ -346,14 +347,15 @@ func (c *cmdCtx) lockNodeRemoved(p string) {
 	kind := lockRemove
 	if q.granted {
 		c.historyErr = errors.Join(c.historyErr, c.recordLock(q, lockEndNames[c.lockCause]))
+		t := EventLockLost
 		switch c.lockCause {
 		case causeRelease, causeCancel, causeClose:
-			c.emit(EventLockReleased, p, q.session)
-		default:
-			c.emit(EventLockLost, p, q.session)
-			if (c.lockCause == causeExpire || c.lockCause == causeHoldTTL) && q.delay > 0 {
-				kind = lockToPhantom
-			}
+			t = EventLockReleased
+		}
+		c.events = append(c.events, Event{Type: t, Path: p, Rev: c.index, Session: q.session,
+			Lock: &LockNote{Token: q.token, Mode: q.mode, Cause: lockEndNames[c.lockCause]}})
+		if (c.lockCause == causeExpire || c.lockCause == causeHoldTTL) && q.delay > 0 {
+			kind = lockToPhantom
 		}
 	}
 	c.lockOps = append(c.lockOps, lockOp{kind: kind, req: q})
@@ -439,7 +441,9 @@ func (c *cmdCtx) finishLocks(r *Result) {
 			rec := appendLockRecord(nil, q)
 			c.putRaw(lockKey(q.rev), rec)
 			spent += len(rec) + 25
-			c.emit(EventLockGranted, q.node, q.session)
+			c.events = append(c.events, Event{Type: EventLockGranted, Path: q.node, Rev: c.index, Session: q.session,
+				Lock: &LockNote{Token: q.token, Mode: q.mode}})
+			c.tellWaiting(q)
 			r.Grants = append(r.Grants, Grant{Node: q.node, Path: q.lockPath(), Session: q.session, Token: q.token, Mode: q.mode})
 		}
 		// A try-lock is runnable (checked when requested) and granted
@@ -458,5 +462,6 @@ func (c *cmdCtx) finishLocks(r *Result) {
 		}
 		ix.mu.Unlock()
 	}
+	c.tellContended()
 	ix.clock.Store(c.now)
 }

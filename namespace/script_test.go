@@ -618,6 +618,12 @@ func writeResult(b *strings.Builder, r *Result) {
 		if ev.Session != 0 {
 			fmt.Fprintf(b, " session=%d", ev.Session)
 		}
+		if l := ev.Lock; l != nil && l.Cause != "" {
+			fmt.Fprintf(b, " cause=%s", l.Cause)
+		}
+		if l := ev.Lock; l != nil && l.Waiter != "" {
+			fmt.Fprintf(b, " waiter=%s waiter-session=%d", l.Waiter, l.WaiterSession)
+		}
 		fmt.Fprintf(b, " rev=%d\n", ev.Rev)
 	}
 }

@@ -30,7 +30,8 @@ func findBrowser() string {
 
 // The web console in a real headless Chromium against three real
 // members, served by a follower: the tree shows a node appearing, the
-// queue view shows a lock taken (with a waiter behind it) and released,
+// queue view shows a lock taken (with a waiter behind it, the holder
+// marked contended by the watch's lock events) and released,
 // the members and an election's leader are shown; all live, without
 // reloading the page. While a load runs, the charts draw every series
 // from the members' stats streams; the lock history view lists the
@@ -177,6 +178,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	holder := fmt.Sprintf(`[data-lock="/jobs/report"] tr[data-state="held"][data-node=%q]`, a1.str("node"))
 	wait("the holder", holder)
 	wait("a waiter", `[data-lock="/jobs/report"] tr[data-state="waiting"]`)
+	wait("the holder marked contended", holder+`[data-contended="true"]`)
 	// A leader change on this busy machine may lose these two answers
 	// (503): open again (a session opened twice expires unused), and
 	// campaign again unless the campaign was applied after all.

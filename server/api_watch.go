@@ -74,7 +74,8 @@ func (s *sse) ping() error {
 	return s.rc.Flush()
 }
 
-// parseKind reads ?kind=data,children,exists,recursive (default data).
+// parseKind reads ?kind=data,children,exists,recursive,locks (default
+// data).
 func parseKind(v string) (session.WatchKind, error) {
 	var k session.WatchKind
 	if v == "" {
@@ -90,18 +91,38 @@ func parseKind(v string) (session.WatchKind, error) {
 			k |= session.WatchExists
 		case "recursive":
 			k |= session.WatchRecursive
+		case "locks":
+			k |= session.WatchLocks
 		default:
-			return 0, fmt.Errorf("%w: watch kind %q is not data, children, exists or recursive", namespace.ErrBadCommand, part)
+			return 0, fmt.Errorf("%w: watch kind %q is not data, children, exists, recursive or locks", namespace.ErrBadCommand, part)
 		}
 	}
 	return k, nil
 }
 
-// apiEvent is one event of a watch message.
+// apiEvent is one event of a watch message. Lock events (kind=locks:
+// lock-granted, lock-released, lock-lost, lock-contended) name the
+// request node in Path and its holder in Session, with the hold's token
+// and mode, how it ended (cause, as lock history records it) and the
+// conflicting request (waiter).
 type apiEvent struct {
-	Type    string `json:"type"`
-	Path    string `json:"path"`
-	Session uint64 `json:"session_id,omitempty"`
+	Type          string `json:"type"`
+	Path          string `json:"path"`
+	Session       uint64 `json:"session_id,omitempty"`
+	Token         uint64 `json:"token,omitempty"`
+	Mode          string `json:"mode,omitempty"`
+	Cause         string `json:"cause,omitempty"`
+	Waiter        string `json:"waiter,omitempty"`
+	WaiterSession uint64 `json:"waiter_session_id,omitempty"`
+}
+
+func apiEventOf(e *session.WatchEvent) apiEvent {
+	ev := apiEvent{Type: e.Type.String(), Path: e.Path, Session: e.Session}
+	if e.Type.IsLockEvent() {
+		ev.Token, ev.Mode, ev.Cause = e.Token, e.Mode.String(), e.Cause
+		ev.Waiter, ev.WaiterSession = e.Waiter, e.WaiterSession
+	}
+	return ev
 }
 
 // apiChange is one watch message: the events of one revision.
@@ -212,8 +233,7 @@ func writeChanges(out *sse, events []session.WatchEvent) error {
 		}
 		msg := apiChange{Revision: ev.Rev}
 		for ; i < len(events) && events[i].Rev == ev.Rev && events[i].Type != session.EventResync; i++ {
-			e := events[i]
-			msg.Events = append(msg.Events, apiEvent{Type: e.Type.String(), Path: e.Path, Session: e.Session})
+			msg.Events = append(msg.Events, apiEventOf(&events[i]))
 		}
 		if err := out.event(id, "change", msg, false); err != nil {
 			return err

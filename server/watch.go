@@ -56,6 +56,11 @@ func (f *front) observe(o ApplyObserver) {
 // (Config.MaxWatchBacklogBytes) and its connection's (a watchBudget,
 // Config.MaxWatchBytesPerConn); a push beyond either finishes the watcher
 // with a Resync, and the reason names the cap.
+//
+// Lock events (granted, released, lost, contended; Path: the request
+// node) share the ring and the order of node events, and go only to the
+// watchers that asked for them (WatchLocks): those of the locked path
+// (the node's parent) and the recursive ones above it.
 type watchHub struct {
 	restores func() uint64 // the FSM's snapshot install count
 	applied  func() uint64 // the namespace's applied index
@@ -63,7 +68,7 @@ type watchHub struct {
 	mu       sync.Mutex
 	ring     []namespace.Event // circular, oldest at head
 	head, n  int
-	base     uint64 // every node event with Rev > base is in the ring
+	base     uint64 // every watchable event with Rev > base is in the ring
 	rev      uint64 // latest revision applied
 	restored uint64 // restores seen
 	bufSize  int
@@ -164,18 +169,32 @@ func (w *watcher) wake() {
 	}
 }
 
-// isNodeEvent reports whether a watch can report t: node events only.
-// Session events carry no path; lock events go to the session concerned.
-func isNodeEvent(t namespace.EventType) bool {
+// isWatchable reports whether a watch can report t: node events, and
+// lock events (for watches with WatchLocks). Session events carry no path.
+func isWatchable(t namespace.EventType) bool {
 	switch t {
 	case namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged, namespace.EventChildrenChanged:
 		return true
 	}
-	return false
+	return t.IsLockEvent()
 }
 
-// matches reports whether a non-recursive watcher on ev.Path wants ev.
+// watchedAt is the path whose non-recursive watchers may want ev: the
+// node's, or for a lock event (whose Path is the request node) the locked
+// path's.
+func watchedAt(ev *namespace.Event) string {
+	if ev.Type.IsLockEvent() {
+		return namespace.Parent(ev.Path)
+	}
+	return ev.Path
+}
+
+// matches reports whether a non-recursive watcher on watchedAt(ev) wants
+// ev.
 func (w *watcher) matches(ev *namespace.Event) bool {
+	if ev.Type.IsLockEvent() {
+		return w.kind&session.WatchLocks != 0
+	}
 	switch ev.Type {
 	case namespace.EventDataChanged:
 		return w.kind&session.WatchData != 0
@@ -198,16 +217,21 @@ func within(p, root string) bool {
 // wants reports whether w, on any path, wants ev (used for replay).
 func (w *watcher) wants(ev *namespace.Event) bool {
 	if w.kind&session.WatchRecursive != 0 {
-		return within(ev.Path, w.path)
+		return within(ev.Path, w.path) && (!ev.Type.IsLockEvent() || w.kind&session.WatchLocks != 0)
 	}
-	return ev.Path == w.path && w.matches(ev)
+	return watchedAt(ev) == w.path && w.matches(ev)
 }
 
 func wireEvent(ev *namespace.Event) session.WatchEvent {
-	return session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session}
+	we := session.WatchEvent{Type: ev.Type, Path: ev.Path, Rev: ev.Rev, Session: ev.Session}
+	if l := ev.Lock; l != nil {
+		we.Token, we.Mode, we.Cause = l.Token, session.LockMode(l.Mode), l.Cause
+		we.Waiter, we.WaiterSession = l.Waiter, l.WaiterSession
+	}
+	return we
 }
 
-// Applied records a batch's node events and hands them to the watchers
+// Applied records a batch's watchable events and hands them to the watchers
 // that want them. It runs on the FSM goroutine and never blocks on a
 // watcher: a full queue closes that watcher instead.
 func (h *watchHub) Applied(results []*namespace.Result) {
@@ -220,7 +244,7 @@ func (h *watchHub) Applied(results []*namespace.Result) {
 		h.rev = max(h.rev, r.Index)
 		for i := range r.Events {
 			ev := &r.Events[i]
-			if !isNodeEvent(ev.Type) {
+			if !isWatchable(ev.Type) {
 				continue
 			}
 			h.recordLocked(*ev)
@@ -267,14 +291,15 @@ func (h *watchHub) recordLocked(ev namespace.Event) {
 }
 
 func (h *watchHub) routeLocked(ev *namespace.Event) {
-	for w := range h.exact[ev.Path] {
+	for w := range h.exact[watchedAt(ev)] {
 		if ev.Rev > w.from && w.matches(ev) {
 			h.pushLocked(w, wireEvent(ev))
 		}
 	}
+	lock := ev.Type.IsLockEvent()
 	for p := ev.Path; ; p = namespace.Parent(p) {
 		for w := range h.recursive[p] {
-			if ev.Rev > w.from {
+			if ev.Rev > w.from && (!lock || w.kind&session.WatchLocks != 0) {
 				h.pushLocked(w, wireEvent(ev))
 			}
 		}

@@ -49,9 +49,10 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	paths := []string{"/", "/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f"}
 	types := []namespace.EventType{namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged,
-		namespace.EventChildrenChanged, namespace.EventSessionExpired, namespace.EventLockGranted}
+		namespace.EventChildrenChanged, namespace.EventSessionExpired, namespace.EventLockGranted, namespace.EventLockContended}
 	kinds := []session.WatchKind{session.WatchData, session.WatchChildren, session.WatchExists,
-		session.WatchData | session.WatchChildren, session.WatchRecursive, session.WatchRecursive | session.WatchData}
+		session.WatchData | session.WatchChildren, session.WatchRecursive, session.WatchRecursive | session.WatchData,
+		session.WatchLocks, session.WatchLocks | session.WatchData, session.WatchRecursive | session.WatchLocks}
 	history := 20 + rng.IntN(60)
 	h := newWatchHub(history, 1<<20, func() uint64 { return 0 }, func() uint64 { return 0 })
 
@@ -79,8 +80,12 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 			r := &namespace.Result{Index: rev}
 			for range rng.IntN(5) {
 				ev := namespace.Event{Type: types[rng.IntN(len(types))], Path: paths[rng.IntN(len(paths))], Rev: rev}
-				if ev.Type == namespace.EventSessionExpired || ev.Type == namespace.EventLockGranted {
+				switch {
+				case ev.Type == namespace.EventSessionExpired:
 					ev.Path = ""
+				case ev.Type.IsLockEvent():
+					ev.Path = namespace.Join(ev.Path, "lock-x-0000000001") // a request node
+					ev.Session, ev.Lock = 9, &namespace.LockNote{Token: rev}
 				}
 				r.Events = append(r.Events, ev)
 				log = append(log, ev)
@@ -105,7 +110,7 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 		}
 		var want []session.WatchEvent
 		for j := range log {
-			if ev := &log[j]; ev.Rev > after && ev.Path != "" && isNodeEvent(ev.Type) && hw.w.wants(ev) {
+			if ev := &log[j]; ev.Rev > after && ev.Path != "" && isWatchable(ev.Type) && hw.w.wants(ev) {
 				want = append(want, wireEvent(ev))
 			}
 		}
@@ -244,5 +249,64 @@ func TestWatchHubBytes(t *testing.T) {
 	check("all unregistered", 0, 0)
 	if len(h.budgets) != 0 {
 		t.Fatalf("%d connection budgets left", len(h.budgets))
+	}
+}
+
+// TestWatchHubLockEvents: lock events (Path: the request node) go to the
+// watches of the locked path that asked for them (WatchLocks), and to
+// recursive ones above with WatchLocks; never to node watches.
+func TestWatchHubLockEvents(t *testing.T) {
+	h := newWatchHub(100, 100, func() uint64 { return 0 }, func() uint64 { return 0 })
+	onA := newWatcher("/a", session.WatchLocks, 0, false)
+	dataA := newWatcher("/a", session.WatchData|session.WatchChildren, 0, false)
+	treeLocks := newWatcher("/", session.WatchRecursive|session.WatchLocks, 0, false)
+	tree := newWatcher("/", session.WatchRecursive, 0, false)
+	onNode := newWatcher("/a/lock-x-0000000001", session.WatchLocks|session.WatchData, 0, false)
+	for _, w := range []*watcher{onA, dataA, treeLocks, tree, onNode} {
+		h.register(w)
+	}
+	h.Applied([]*namespace.Result{
+		{Index: 1, Events: []namespace.Event{
+			{Type: namespace.EventCreated, Path: "/a/lock-x-0000000001", Rev: 1, Session: 7},
+			{Type: namespace.EventLockGranted, Path: "/a/lock-x-0000000001", Rev: 1, Session: 7, Lock: &namespace.LockNote{Token: 1}}}},
+		{Index: 2, Events: []namespace.Event{
+			{Type: namespace.EventCreated, Path: "/a/b/lock-x-0000000002", Rev: 2, Session: 8},
+			{Type: namespace.EventLockContended, Path: "/a/lock-x-0000000001", Rev: 2, Session: 7,
+				Lock: &namespace.LockNote{Token: 1, Waiter: "/a/b/lock-x-0000000002", WaiterSession: 8}}}},
+		{Index: 3, Events: []namespace.Event{
+			{Type: namespace.EventDeleted, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7},
+			{Type: namespace.EventLockReleased, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7,
+				Lock: &namespace.LockNote{Token: 1, Cause: "released"}}}},
+	})
+	types := func(w *watcher) string {
+		evs, _ := h.take(w, nil)
+		out := ""
+		for _, ev := range evs {
+			out += fmt.Sprintf("%s@%d ", ev.Type, ev.Rev)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		w    *watcher
+		want string
+	}{
+		{"locks on /a", onA, "lock-granted@1 lock-contended@2 lock-released@3 "},
+		{"data and children of /a", dataA, ""},
+		{"recursive with locks", treeLocks, "created@1 lock-granted@1 created@2 lock-contended@2 deleted@3 lock-released@3 "},
+		{"recursive", tree, "created@1 created@2 deleted@3 "},
+		{"the request node", onNode, "created@1 deleted@3 "},
+	} {
+		if got := types(c.w); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+	// Replay from history follows the same rule.
+	late := newWatcher("/a", session.WatchLocks, 1, false)
+	h.register(late)
+	evs, _ := h.take(late, nil)
+	if len(evs) != 2 || evs[0].Type != namespace.EventLockContended || evs[0].Waiter != "/a/b/lock-x-0000000002" ||
+		evs[1].Cause != "released" || evs[1].Token != 1 {
+		t.Fatalf("replayed lock events: %+v", evs)
 	}
 }

@@ -18,7 +18,7 @@ const (
 	watchFrameBytes  = 256 << 10
 )
 
-const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchExists | session.WatchRecursive
+const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchExists | session.WatchRecursive | session.WatchLocks
 
 // serveWatch runs a MsgWatch stream: an acknowledgement frame (Rev = the
 // revision the watch starts after), then frames of events until the client
@@ -109,11 +109,17 @@ func (c *clientConn) removeWatch() {
 
 // readableEvents drops the events on nodes the client may not read (a
 // recursive watch spans subtrees a rule may deny), checked against the
-// rules when they are sent. Resync has no path and always goes.
+// rules when they are sent. Resync has no path and always goes. A
+// conflicting request's node (Waiter) may lie outside what the client may
+// read (an ancestor's or a descendant's lock): then the event goes
+// without naming it.
 func (f *front) readableEvents(identity string, events []session.WatchEvent) []session.WatchEvent {
 	out := events[:0]
 	for _, ev := range events {
 		if ev.Type == session.EventResync || f.s.store.Authorize(identity, ev.Path, namespace.PermRead) == nil {
+			if ev.Waiter != "" && f.s.store.Authorize(identity, ev.Waiter, namespace.PermRead) != nil {
+				ev.Waiter, ev.WaiterSession = "", 0
+			}
 			out = append(out, ev)
 		}
 	}

@@ -424,3 +424,24 @@ func TestIdleReaderHoldsNoBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestLockWatchEventRoundTrip: a watch frame's lock event keeps its lock
+// fields (token, mode, cause, waiter) across the wire.
+func TestLockWatchEventRoundTrip(t *testing.T) {
+	resp := &Response{Events: []WatchEvent{
+		{Type: namespace.EventLockContended, Path: "/l/lock-s-0000000001", Rev: 43, Session: 77, Token: 12, Mode: LockShared,
+			Waiter: "/l/lock-x-0000000002", WaiterSession: 78},
+		{Type: namespace.EventLockLost, Path: "/l/lock-s-0000000001", Rev: 44, Session: 77, Token: 12, Cause: "session-expired"},
+	}}
+	var buf bytes.Buffer
+	if err := WriteResponse(&buf, resp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadResponse(&buf, DefaultMaxFrameSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Events, resp.Events) {
+		t.Errorf("lock events round trip:\n got %+v\nwant %+v", got.Events, resp.Events)
+	}
+}

@@ -90,7 +90,10 @@
 // revision it starts after) and no events; later frames carry Events in
 // revision order. An event of type EventResync (255, never produced by
 // namespace) tells the client that events were lost (history gone, or it
-// fell behind its buffer) and it must re-read from Rev. Lock streams: a
+// fell behind its buffer) and it must re-read from Rev. A watch with
+// WatchLocks also gets the lock events of the requests under its path
+// (Path: the request node; Token, Mode, Cause of an end, Waiter and
+// WaiterSession of a conflicting request). Lock streams: a
 // LockQueued frame with Node and Rev, then LockGranted with Token, or an
 // error frame; the stream ends at the grant (a held lock is no request in
 // flight), and the lock's end is told on the connection's one

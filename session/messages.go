@@ -265,6 +265,10 @@ const (
 	WatchChildren                        // children created or deleted under Path
 	WatchExists                          // creation and deletion of Path
 	WatchRecursive                       // every event anywhere in Path's subtree
+	// WatchLocks: lock events (granted, released, lost, contended) of the
+	// requests on Path (with WatchRecursive: anywhere in its subtree).
+	// Alone it reports no node events.
+	WatchLocks
 )
 
 // LockMode is the mode of a lock request. The zero value is exclusive, the
@@ -455,6 +459,12 @@ type WatchEvent struct {
 	Path    string              `codec:"p,omitempty"`
 	Rev     uint64              `codec:"r,omitempty"`
 	Session uint64              `codec:"s,omitempty"`
+	// Lock events (WatchLocks) only; see namespace.Event.
+	Token         uint64   `codec:"tk,omitempty"`
+	Mode          LockMode `codec:"m,omitempty"`
+	Cause         string   `codec:"c,omitempty"`
+	Waiter        string   `codec:"w,omitempty"`
+	WaiterSession uint64   `codec:"ws,omitempty"`
 }
 
 // SessionInfo describes one session in a MsgSessions answer. The secret is

@@ -1,10 +1,12 @@
 // latch web console: plain JS, no build step. The cluster view (members,
 // sessions, lock queues) comes from the event stream /api/v1/cluster/events;
 // the tree is read with /api/v1/children and /api/v1/nodes and kept live by
-// a recursive watch on / (/api/v1/watch/?kind=recursive). The charts draw
-// every member's samples from /api/v1/stats/events?member=ID as inline SVG;
-// the lock history comes from /api/v1/locks/{path}/history. All script is
-// in this file (the console runs under script-src 'self').
+// a recursive watch on / with lock events (/api/v1/watch/?kind=recursive,locks),
+// which also marks the holders another session waits for (lock-contended).
+// The charts draw every member's samples from
+// /api/v1/stats/events?member=ID as inline SVG; the lock history comes
+// from /api/v1/locks/{path}/history. All script is in this file (the
+// console runs under script-src 'self').
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -31,7 +33,13 @@ function until(t) {
   return d > 0 ? "in " + ms(Math.round(d)) : "due";
 }
 
+// contended: the held request nodes a conflicting request waits behind
+// (lock-contended events until the hold's lock-released or lock-lost).
+const contended = new Set();
+let lastCluster = null;
+
 function renderCluster(c) {
+  lastCluster = c;
   $("#leader").textContent = c.leader || "none";
   $("#revision").textContent = c.revision;
   $("#member").textContent = c.member;
@@ -58,8 +66,8 @@ function renderCluster(c) {
       <h3>${esc(q.path)}</h3>
       <table><thead><tr><th>#</th><th>state</th><th>mode</th><th>holder</th><th>session</th><th>token</th><th>expires</th><th>lock-delay</th></tr></thead><tbody>
       ${q.queue.map((l, i) => `
-        <tr class="${l.lock_delay ? "delay" : l.granted ? "held" : "waiting"}" data-node="${esc(l.node)}" data-state="${l.lock_delay ? "lock-delay" : l.granted ? "held" : "waiting"}">
-          <td>${i + 1}</td><td>${l.lock_delay ? "lock-delay until " + esc(l.delay_ends_at) : l.granted ? "held" : "waiting"}</td>
+        <tr class="${l.lock_delay ? "delay" : l.granted ? "held" : "waiting"}" data-node="${esc(l.node)}" data-state="${l.lock_delay ? "lock-delay" : l.granted ? "held" : "waiting"}"${l.granted && contended.has(l.node) ? ' data-contended="true"' : ""}>
+          <td>${i + 1}</td><td>${l.lock_delay ? "lock-delay until " + esc(l.delay_ends_at) : l.granted ? "held" + (contended.has(l.node) ? ' <span class="badge warn">contended</span>' : "") : "waiting"}</td>
           <td>${esc(l.mode)}</td><td>${esc(l.client_id) || '<code>' + esc((l.node || "").split("/").pop()) + "</code>"}</td>
           <td>${l.session_id}</td><td>${l.fencing_token || ""}</td><td>${l.expires_at ? until(l.expires_at) : ""}</td><td>${ms(l.lock_delay_ms)}</td>
         </tr>`).join("")}
@@ -182,16 +190,24 @@ function connectTree() {
   $("#tree").appendChild(root);
   loadChildren("/");
   select("/");
-  const es = new EventSource("/api/v1/watch/?kind=recursive");
+  const es = new EventSource("/api/v1/watch/?kind=recursive,locks");
   es.addEventListener("change", (e) => {
     const msg = JSON.parse(e.data);
     const dirty = new Set();
+    let locks = false;
     for (const ev of msg.events) {
+      if (ev.type.startsWith("lock-")) {
+        if (ev.type === "lock-contended") contended.add(ev.path);
+        if (ev.type === "lock-released" || ev.type === "lock-lost") contended.delete(ev.path);
+        locks = true;
+        continue;
+      }
       if (ev.type === "created" || ev.type === "deleted") dirty.add(parentOf(ev.path));
       if (ev.type === "children-changed") dirty.add(ev.path);
       if (ev.path === selected) select(selected);
     }
     for (const p of dirty) if (expanded.has(p)) loadChildren(p);
+    if (locks && lastCluster) renderCluster(lastCluster);
   });
   es.addEventListener("resync", () => {
     loadChildren("/");
