@@ -21,7 +21,7 @@ import (
 // runs latchd with its default timing, the one users get
 // (server.DefaultConfig; TestElectionTimeoutIsLatchdDefault keeps them
 // equal without linking the server into latch).
-const electionTimeout = 100 * time.Millisecond
+const electionTimeout = 500 * time.Millisecond
 
 // recoverTimeout bounds how long the cluster may take to elect a ready
 // leader again after a fault healed.
