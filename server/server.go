@@ -160,6 +160,11 @@ func (s *Server) open() error {
 	// The raft log was a badger store in <data-dir>/raft before the WAL;
 	// OpenWAL moves such a log over once.
 	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: newHCLog(s.log, "raft-wal")})
+	if errors.Is(err, raftstore.ErrCorruptLog) {
+		// A damaged raft log is damaged data like a damaged store: the
+		// member refuses to start (latchd says so and exits 1).
+		return fmt.Errorf("%w: %w", namespace.ErrStorage, err)
+	}
 	if err != nil {
 		return err
 	}

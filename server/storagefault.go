@@ -9,8 +9,9 @@ import (
 
 // A member never serves what it did not apply. When its namespace store
 // meets a storage error (namespace/integrity.go: a failed read or commit,
-// a checksum mismatch) or the state hash check finds it diverged
-// (hashcheck.go), the member fails:
+// a checksum mismatch), its raft log holds an entry that fails its
+// checksum (raftstore/checksum.go), or the state hash check finds it
+// diverged (hashcheck.go), the member fails:
 //
 //   - one error log line says why and what to do;
 //   - every request, /healthz and /readyz fail from then on (running
@@ -41,6 +42,8 @@ func (s *Server) watchStorage() {
 	case <-s.stop:
 	case <-s.store.Failed():
 		s.fail(s.store.Err())
+	case <-s.raftStore.Failed():
+		s.fail(s.raftStore.Err())
 	}
 }
 
