@@ -202,6 +202,7 @@ func (s *Server) open() error {
 	s.clock = newClusterClock(cfg.Clock, cfg.Monotonic, s.store.Clock())
 	s.fsm = newFSM(s.store, cfg.Observer)
 	s.fsm.log = s.log
+	s.fsm.spoolDir = cfg.DataDir
 	s.fsm.clock = s.clock
 	s.hashes = newHashChecker(s)
 	s.disk = newDiskGuard(s)
