@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -66,7 +67,14 @@ func (s *Server) fail(cause error) {
 	s.closeFront()
 	s.goFunc(func() {
 		if s.raft.State() == raft.Leader {
-			if err := s.raft.LeadershipTransfer().Error(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			// To a member with space if one says so, else raft's choice.
+			ctx, cancel := context.WithTimeout(context.Background(), handOffQuery+2*s.cfg.ElectionTimeout)
+			err := s.handOffLeadership(ctx, cause.Error())
+			cancel()
+			if errors.Is(err, errNoHandOffTarget) {
+				err = s.raft.LeadershipTransfer().Error()
+			}
+			if err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 				s.log.Warn("leadership transfer before stopping failed", "err", err)
 			}
 		}
