@@ -128,6 +128,7 @@ func withDefaults(cfg Config) Config {
 	setIfZero(&cfg.ApplyTimeout, def.ApplyTimeout)
 	setIfZero(&cfg.HashCheckInterval, def.HashCheckInterval)
 	setIfZero(&cfg.MinFreeSpace, def.MinFreeSpace)
+	setIfZero(&cfg.StorageStallTimeout, def.StorageStallTimeout)
 	frontDefaults(&cfg)
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
@@ -297,6 +298,7 @@ func (s *Server) Start() error {
 	s.goFunc(s.watchStorage)
 	s.goFunc(s.hashCheckLoop)
 	s.goFunc(s.disk.loop)
+	s.goFunc(s.stallLoop)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()

@@ -148,6 +148,8 @@ func (w *WAL) StoreLog(l *raft.Log) error {
 // StoreLogs stores entries with their checksums, durably, in one write and
 // one fsync.
 func (w *WAL) StoreLogs(logs []*raft.Log) error {
+	w.watch.begin()
+	defer w.watch.end()
 	sealed := make([]raft.Log, len(logs))
 	ptrs := make([]*raft.Log, len(logs))
 	for i, l := range logs {

@@ -29,6 +29,7 @@ type WAL struct {
 	// checkedFrom is the first index stored with a checksum; set at open.
 	checkedFrom uint64
 	corrupt     corruption
+	watch       writeWatch // stall.go
 }
 
 var (
