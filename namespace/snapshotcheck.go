@@ -28,9 +28,10 @@ type SnapshotSummary struct {
 //   - the metadata: the applied index and the clock (8 bytes each) and
 //     the root node are present;
 //   - every node, session and lock record decodes;
-//   - every live lock request belongs to a session the snapshot holds, is
-//     the only request on its node, and that node exists as an ephemeral
-//     of the same session.
+//   - every live lock request belongs to a session the snapshot holds
+//     (open, or ended with nodes still being deleted), is the only request
+//     on its node, and that node exists as an ephemeral of the same
+//     session.
 //
 // A failure is an error wrapping ErrBadSnapshot that names the record;
 // no input makes it panic or allocate more than maxSnapshotRecord per
@@ -45,7 +46,7 @@ func CheckSnapshot(r io.Reader) (SnapshotSummary, error) {
 	var (
 		prev                             []byte
 		haveApplied, haveClock, haveRoot bool
-		sessions                         = map[uint64]bool{}
+		sessions                         = map[uint64]bool{} // open, or ending with nodes left (endingKey)
 		// Live lock requests, in revision order: node paths are unique.
 		locks     []*lockReq
 		lockNodes = map[string]uint64{} // node path -> revision of its request
@@ -73,6 +74,10 @@ func CheckSnapshot(r io.Reader) (SnapshotSummary, error) {
 					return bad("clock of %d bytes", len(v))
 				}
 				haveClock = true
+			case len(k) == len(endingPrefix)+8 && bytes.HasPrefix(k, endingPrefix):
+				// A session that ended with nodes left: its record is
+				// gone, its lock requests go in the next ticks.
+				sessions[beUint64(k[len(endingPrefix):])] = true
 			}
 		case spaceNode:
 			n, err := decodeNode(v)
