@@ -66,6 +66,14 @@
 // closed, on which the server fails the member (server/storagefault.go).
 // OpenWAL reads and verifies every entry before it returns, so a member
 // refuses to start on a damaged log, and latchd says which entry and file.
+// That read costs a member's start time: `go test ./server/raftstore -run
+// XXX -bench OpenWAL -benchtime 10x` opens 18,432 entries of 256 bytes
+// (the most a member keeps with the default snapshot settings) in
+// 0.35-0.85 s against 0.06 s without the check, on 2 cores at load 16-22
+// (raft-wal reads 64 KiB per GetLog; the checksums themselves are a few
+// percent). An append costs 3 more allocations per batch and 2 per entry
+// (`-bench StoreLogs`: 12 vs 9 allocations for one entry); its time is
+// the fsync's.
 //
 // Logs written before checksums: the first open records (stable key
 // latch.raftlog.checksummed_from) the first index that will carry a
