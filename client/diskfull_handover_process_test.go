@@ -99,6 +99,7 @@ func TestFullLeaderHandsOver(t *testing.T) {
 
 	full := c.Nodes[leader]
 	ballast := filepath.Join(dirs[leader], "ballast")
+	filling := time.Now()
 	fillFile(t, ballast, freeBytes(t, dirs[leader])-minFree/2)
 	var next int
 	proc.Eventually(t, "leadership leaves the full member", func() error {
@@ -115,6 +116,7 @@ func TestFullLeaderHandsOver(t *testing.T) {
 	if next == leader {
 		t.Fatalf("%s still leads with a full disk", full.ID)
 	}
+	t.Logf("a ready leader with space %s after the fill began (the fill's own time included)", time.Since(filling).Round(time.Millisecond))
 	if logs := full.Logs(); !strings.Contains(logs, "handing leadership over") {
 		t.Fatalf("the full leader does not say it handed over; log tail:\n%s", tail(logs, 10))
 	}

@@ -45,11 +45,20 @@ import (
 // status.
 const handOffQuery = time.Second
 
-// errNoHandOffTarget: no other voter answered with free space.
-var errNoHandOffTarget = errors.New("latch: no other voter reports free space")
+var (
+	// errNoHandOffTarget: no other voter answered with free space.
+	errNoHandOffTarget = errors.New("latch: no other voter reports free space")
+	// errNoMemberAddrs: no other voter's admin address is recorded.
+	errNoMemberAddrs = errors.New("latch: no other voter's admin address is known")
+)
 
 // handOffLeadership transfers leadership to the most up-to-date voter with
-// free space. It returns nil at once when this member does not lead.
+// free space. It returns nil at once when this member does not lead. It
+// needs the other members' admin addresses from the applied member
+// records: a member whose disk was full before it ever applied them (a
+// new cluster) has none and returns errNoMemberAddrs rather than hand
+// leadership to a member that may be as full (two full members would
+// pass it back and forth).
 func (s *Server) handOffLeadership(ctx context.Context, reason string) error {
 	if s.raft.State() != raft.Leader {
 		return nil
@@ -98,6 +107,9 @@ func (s *Server) handOffTarget(ctx context.Context) (adminapi.Status, error) {
 			st.RaftAddr = string(srv.Address)
 			answers <- st
 		}()
+	}
+	if asked == 0 {
+		return adminapi.Status{}, errNoMemberAddrs
 	}
 	var best adminapi.Status
 	for range asked {

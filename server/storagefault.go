@@ -71,7 +71,7 @@ func (s *Server) fail(cause error) {
 			ctx, cancel := context.WithTimeout(context.Background(), handOffQuery+2*s.cfg.ElectionTimeout)
 			err := s.handOffLeadership(ctx, cause.Error())
 			cancel()
-			if errors.Is(err, errNoHandOffTarget) {
+			if errors.Is(err, errNoHandOffTarget) || errors.Is(err, errNoMemberAddrs) {
 				err = s.raft.LeadershipTransfer().Error()
 			}
 			if err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
