@@ -157,6 +157,7 @@ func (s *Server) open() error {
 			return fmt.Errorf("latch: create data dir: %w", err)
 		}
 	}
+	removeSpools(cfg.DataDir)
 	var err error
 	// The raft log was a badger store in <data-dir>/raft before the WAL;
 	// OpenWAL moves such a log over once.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/latch-io/latch/namespace"
 )
@@ -37,10 +38,23 @@ func (s *spooledSnapshot) Close() error {
 	return errors.Join(s.File.Close(), os.Remove(s.File.Name()))
 }
 
+// spoolPattern names the spooled snapshots in the data dir; a crash can
+// leave one, which removeSpools deletes at the next start.
+const spoolPattern = "snapshot-*.restore"
+
+// removeSpools deletes snapshots spooled by a member that crashed while it
+// checked or restored one.
+func removeSpools(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, spoolPattern))
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
+
 // spoolSnapshot copies r into a file in dir ("" for the system's temporary
 // directory), checks it, and returns it positioned at its start.
 func spoolSnapshot(r io.Reader, dir string) (*spooledSnapshot, error) {
-	f, err := os.CreateTemp(dir, "snapshot-*.restore")
+	f, err := os.CreateTemp(dir, spoolPattern)
 	if err != nil {
 		return nil, fmt.Errorf("latch: spool snapshot: %w", err)
 	}
