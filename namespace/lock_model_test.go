@@ -506,6 +506,11 @@ func TestLockModel(t *testing.T) {
 				w.check()
 				if i%100 == 0 {
 					checkReadCache(t, w.s)
+					// Every state the traffic reaches is one a restore
+					// accepts (snapshotcheck.go).
+					if _, err := CheckSnapshot(bytes.NewReader(snapshotBytes(t, w.s))); err != nil {
+						t.Fatalf("step %d: CheckSnapshot refuses a state the store reached: %v", i, err)
+					}
 				}
 				for _, q := range w.m.reqs {
 					switch {

@@ -176,6 +176,24 @@ func (s *Store) Restore(r io.Reader) error {
 func (s *Store) load(in *crcReader, crc hash.Hash32) error {
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
+	err := scanSnapshot(in, crc, func(key, val []byte) error {
+		if err := wb.Set(key, val); err != nil {
+			return fmt.Errorf("%w: restore: %w", ErrStorage, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("%w: restore: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// scanSnapshot reads the records after the magic, calling fn for each,
+// and then checks the CRC-32C; fn's key and value are its own.
+func scanSnapshot(in *crcReader, crc hash.Hash32, fn func(key, val []byte) error) error {
 	for {
 		klen, err := binary.ReadUvarint(in)
 		if err != nil {
@@ -196,8 +214,8 @@ func (s *Store) load(in *crcReader, crc hash.Hash32) error {
 		if err != nil {
 			return err
 		}
-		if err := wb.Set(key, val); err != nil {
-			return fmt.Errorf("%w: restore: %w", ErrStorage, err)
+		if err := fn(key, val); err != nil {
+			return err
 		}
 	}
 	want := crc.Sum32()
@@ -207,9 +225,6 @@ func (s *Store) load(in *crcReader, crc hash.Hash32) error {
 	}
 	if got := binary.BigEndian.Uint32(sum[:]); got != want {
 		return fmt.Errorf("%w: checksum %08x, want %08x", ErrBadSnapshot, got, want)
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("%w: restore: %w", ErrStorage, err)
 	}
 	return nil
 }

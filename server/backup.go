@@ -118,6 +118,10 @@ func (s *Server) handleBackupRestore(w http.ResponseWriter, r *http.Request) {
 // cluster holding nodes is refused unless force: a restore is
 // for starting a new cluster. It returns the backup's description.
 func (s *Server) RestoreBackup(ctx context.Context, path string, force bool) (adminapi.BackupInfo, error) {
+	info, err := checkBackup(path)
+	if err != nil {
+		return info, err
+	}
 	info, data, err := adminapi.ReadBackup(path)
 	if err != nil {
 		return info, fmt.Errorf("%w: %w", ErrBadRequest, err)
@@ -169,6 +173,28 @@ func (s *Server) RestoreBackup(ctx context.Context, path string, force bool) (ad
 	}
 	s.member.wake()
 	s.log.Info("backup restored", "index", info.Index, "applied_index", s.fsmApplied())
+	return info, nil
+}
+
+// checkBackup checks the backup at path whole, its namespace snapshot
+// included (namespace.CheckSnapshot), before anything is replaced: raft
+// panics when its FSM refuses a user restore, and the snapshot it already
+// wrote would then stop the member from starting again. The header's
+// index must be the snapshot's own.
+func checkBackup(path string) (adminapi.BackupInfo, error) {
+	info, data, err := adminapi.ReadBackup(path)
+	if err != nil {
+		return info, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	defer data.Close()
+	sum, err := namespace.CheckSnapshot(data)
+	if err != nil {
+		return info, fmt.Errorf("%w: backup refused, nothing was restored: %w", ErrBadRequest, err)
+	}
+	if sum.Index != info.Index {
+		return info, fmt.Errorf("%w: backup refused, nothing was restored: its header says index %d, its state holds %d",
+			ErrBadRequest, info.Index, sum.Index)
+	}
 	return info, nil
 }
 

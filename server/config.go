@@ -262,6 +262,11 @@ type Config struct {
 	// applies nothing until space returns (diskfull.go). Default 256 MiB;
 	// negative turns the guard off.
 	MinFreeSpace int64
+	// StorageStallTimeout is how long a raft log write may go without
+	// returning before the member takes its disk for one that stopped
+	// answering and fails (stall.go), so that a stuck leader is replaced.
+	// Default 5s; negative turns the watch off.
+	StorageStallTimeout time.Duration
 
 	// HashCheckInterval is how often the leader has every member hash its
 	// state at the same index and compare (hashcheck.go). Default 5m;
@@ -307,6 +312,7 @@ func DefaultConfig() Config {
 		Monotonic:           monotonicSince(time.Now()),
 		HashCheckInterval:   5 * time.Minute,
 		MinFreeSpace:        256 << 20,
+		StorageStallTimeout: 5 * time.Second,
 	}
 	frontDefaults(&c)
 	return c

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/latch-io/latch/session"
 )
 
@@ -21,7 +23,10 @@ import (
 //   - the state machine applies nothing more (it waits), so a follower
 //     whose disk filled falls behind instead of crashing and catches up
 //     from the log when space returns;
-//   - latch_storage_no_space is 1 and one warning says so.
+//   - latch_storage_no_space is 1 and one warning says so;
+//   - a leader hands leadership to a member with space (handoff.go), so
+//     the cluster goes on taking writes, opening sessions and serving
+//     linearizable reads through the new leader.
 //
 // When space is back the member logs it and writes resume by themselves.
 
@@ -32,7 +37,8 @@ var ErrNoSpace = session.ErrNoSpace
 const diskPoll = 250 * time.Millisecond
 
 type diskGuard struct {
-	s *Server
+	s       *Server
+	handOff handOff // a full leader hands leadership over (handoff.go)
 
 	mu      sync.Mutex
 	full    bool
@@ -126,6 +132,12 @@ func (g *diskGuard) loop() {
 			return
 		case <-tick.C:
 			g.check()
+			switch {
+			case g.refuse() == nil:
+				g.handOff.reset()
+			case g.s.raft.State() == raft.Leader:
+				g.handOff.start(g.s, "disk full")
+			}
 		}
 	}
 }

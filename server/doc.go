@@ -104,15 +104,30 @@
 //     api_guard.go what it refuses from browsers (non-JSON bodies,
 //     cross-site requests, foreign Host names) and the security headers
 //     every answer carries.
-//   - Integrity: a storage fault in the namespace store, or a state hash
+//   - Integrity: a storage fault in the namespace store, a raft log entry
+//     that fails its checksum (raftstore/checksum.go: every entry is
+//     checked on read, and the whole log before the member starts, which
+//     it refuses on a damaged one), or a state hash
 //     that a majority of members disagrees with (hashcheck.go: the leader
 //     proposes OpHashCheck every HashCheckInterval, every member hashes
 //     that index and compares over the admin API), makes the member fail
-//     (storagefault.go): it stops serving, hands off leadership, stops
-//     raft and closes Failed, on which latchd exits 1.
+//     (storagefault.go): it stops serving, hands off leadership (to a
+//     member with space, handoff.go), stops raft and closes Failed, on
+//     which latchd exits 1.
 //   - Disk full (diskfull.go): below Config.MinFreeSpace free bytes the
-//     leader refuses proposals with ErrNoSpace and the FSM waits, instead
-//     of badger dying with SIGBUS in a memory-mapped write.
+//     member refuses proposals with ErrNoSpace and the FSM waits, instead
+//     of badger dying with SIGBUS in a memory-mapped write; a leader in
+//     that state hands leadership to the most up-to-date voter with space
+//     (handoff.go), so the cluster keeps serving.
+//   - A disk that stops answering (stall.go): a raft log write in flight
+//     for longer than Config.StorageStallTimeout fails the member with
+//     ErrStorageStalled and latchd exits at once, so a stuck leader's
+//     heartbeats stop and the others elect.
+//   - Restore (snapshotcheck.go, backup.go): a backup, and every snapshot
+//     raft installs, is checked whole by namespace.CheckSnapshot (checksum,
+//     metadata, every lock request has its session and its own node)
+//     before the store drops its state; a refused one changes nothing
+//     (raft would panic on a user restore the FSM refuses).
 //   - Time (clusterclock.go): the leader stamps entries with the cluster
 //     time, the latest committed time advanced by its monotonic clock
 //     (Config.Monotonic); the wall clock (Config.Clock) is read only for a
@@ -293,6 +308,7 @@
 //	POST /v1/snapshot  member or admin: take a snapshot now; {"ok":true,"index":N}; 429 within SnapshotMinInterval
 //	POST /v1/faults    member or admin, only with FaultInjection: {"block":["raftaddr",...]} cuts raft traffic to those members ([] heals)
 //	GET  /v1/faults    member or admin: the blocked list
+//	POST /v1/faults/storage  member or admin, only with FaultInjection: {"stall":true} holds every raft log write ({"stall":false} releases)
 //	members/add, members/promote, snapshot download/restore, PUT /v1/limits: admin
 //
 // A refusal is 403 {"code":"AdminDenied","wire_code":115}; a collision 409

@@ -32,6 +32,9 @@ var (
 	// namespace.ErrClosed on the wire, so clients go to another member.
 	ErrMemberFailed = fmt.Errorf("%w: this member failed (storage fault or state divergence) and stopped serving; use another member", namespace.ErrClosed)
 	ErrBadRequest   = errors.New("latch: bad request")
+	// ErrStorageStalled: a raft log write did not return within
+	// Config.StorageStallTimeout (stall.go); the member failed.
+	ErrStorageStalled = errors.New("latch: storage stopped answering")
 )
 
 // NotLeaderError says this member is not the leader and names the leader

@@ -53,6 +53,9 @@ type fsm struct {
 	// waitSpace blocks while the disk is full (diskfull.go); false means
 	// the member is stopping. nil: no guard.
 	waitSpace func() bool
+	// spoolDir holds a snapshot while it is checked before a restore
+	// ("" for the system's temporary directory).
+	spoolDir string
 }
 
 var (
@@ -217,7 +220,14 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // user restore).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	if err := f.store.Restore(rc); err != nil {
+	// Checked whole before the store drops its state (snapshotcheck.go).
+	snap, err := spoolSnapshot(rc, f.spoolDir)
+	if err != nil {
+		f.log.Error("snapshot install refused", "err", err)
+		return err
+	}
+	defer snap.Close()
+	if err := f.store.Restore(snap); err != nil {
 		return err
 	}
 	f.restores.Add(1)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -159,5 +160,45 @@ func TestFSMSnapshotRestore(t *testing.T) {
 		if ok, _, _ := dst.store.Exists(p); ok {
 			t.Fatalf("restored state has %s", p)
 		}
+	}
+}
+
+// TestFSMRestoreRefusesBadSnapshot: a snapshot raft installs that fails
+// namespace.CheckSnapshot (here a flipped byte) is refused before the
+// store drops its state: the member keeps what it had, applied index
+// included, and goes on applying; the spooled copy is removed.
+func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {
+	src := newFSM(openStore(t), nil)
+	src.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("payload")})})
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	bad := bytes.Clone(sink.Bytes())
+	bad[bytes.Index(bad, []byte("payload"))] ^= 0x01
+
+	dst := newFSM(openStore(t), nil)
+	dst.spoolDir = t.TempDir()
+	dst.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/mine"})})
+	err = dst.Restore(io.NopCloser(bytes.NewReader(bad)))
+	if !errors.Is(err, namespace.ErrBadSnapshot) {
+		t.Fatalf("Restore of a damaged snapshot: %v, want ErrBadSnapshot", err)
+	}
+	if ok, _, _ := dst.store.Exists("/mine"); !ok || dst.restores.Load() != 0 {
+		t.Fatalf("a refused restore changed the state: /mine %v, restores %d", ok, dst.restores.Load())
+	}
+	if got, _ := dst.appliedIndex(); got != 1 {
+		t.Fatalf("applied after a refused restore = %d, want 1", got)
+	}
+	if rs := dst.ApplyBatch([]*raft.Log{commandLog(t, 2, namespace.Command{Op: namespace.OpCreate, Path: "/next"})}); rs[0].(*namespace.Result).Err != nil {
+		t.Fatalf("apply after a refused restore: %v", rs[0])
+	}
+	if left, _ := filepath.Glob(filepath.Join(dst.spoolDir, "*")); len(left) != 0 {
+		t.Fatalf("spooled files left: %v", left)
 	}
 }

@@ -42,6 +42,7 @@ func (s *Server) httpHandler() http.Handler {
 	if s.faults != nil {
 		mux.HandleFunc("GET /v1/faults", s.memberOrAdmin(s.handleFaults))
 		mux.HandleFunc("POST /v1/faults", s.memberOrAdmin(s.handleFaults))
+		mux.HandleFunc("POST /v1/faults/storage", s.memberOrAdmin(s.handleStorageFault))
 	}
 	return mux
 }

@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/latch-io/latch/session"
 )
 
 // leadership tracks whether this member is a ready leader: raft elected it
@@ -227,41 +224,4 @@ func (s *Server) waitReady(ctx context.Context) error {
 func (s *Server) fsmApplied() uint64 {
 	i, _ := s.fsm.appliedIndex()
 	return i
-}
-
-// handOff transfers leadership to an up-to-date voter when this member
-// leads and another voter exists (raft.LeadershipTransfer: the successor
-// campaigns at once, without waiting out a timeout). It returns when the
-// transfer ended, at most after raft's own bound (an election timeout).
-// Then the client connections are closed with ConnNotLeader, so clients
-// find the new leader while this member still answers probes.
-func (s *Server) handOff() {
-	if s.raft == nil || s.raft.State() != raft.Leader {
-		return
-	}
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return
-	}
-	voters := 0
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter && srv.ID != raft.ServerID(s.cfg.ID) {
-			voters++
-		}
-	}
-	if voters == 0 {
-		return
-	}
-	start := time.Now()
-	if err := s.raft.LeadershipTransfer().Error(); err != nil {
-		if !errors.Is(err, raft.ErrRaftShutdown) {
-			s.log.Warn("leadership transfer before stopping failed", "err", err)
-		}
-		return
-	}
-	_, to := s.raft.LeaderWithID()
-	s.log.Info("leadership handed over before stopping", "to", to, "took", time.Since(start))
-	if s.front != nil {
-		s.front.dropClients(session.ConnNotLeader, "leadership handed over: this member is stopping")
-	}
 }

@@ -129,6 +129,7 @@ func withDefaults(cfg Config) Config {
 	setIfZero(&cfg.ApplyTimeout, def.ApplyTimeout)
 	setIfZero(&cfg.HashCheckInterval, def.HashCheckInterval)
 	setIfZero(&cfg.MinFreeSpace, def.MinFreeSpace)
+	setIfZero(&cfg.StorageStallTimeout, def.StorageStallTimeout)
 	frontDefaults(&cfg)
 	if cfg.Clock == nil {
 		cfg.Clock = def.Clock
@@ -157,10 +158,16 @@ func (s *Server) open() error {
 			return fmt.Errorf("latch: create data dir: %w", err)
 		}
 	}
+	removeSpools(cfg.DataDir)
 	var err error
 	// The raft log was a badger store in <data-dir>/raft before the WAL;
 	// OpenWAL moves such a log over once.
 	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: newHCLog(s.log, "raft-wal")})
+	if errors.Is(err, raftstore.ErrCorruptLog) {
+		// A damaged raft log is damaged data like a damaged store: the
+		// member refuses to start (latchd says so and exits 1).
+		return fmt.Errorf("%w: %w", namespace.ErrStorage, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -198,6 +205,7 @@ func (s *Server) open() error {
 	s.clock = newClusterClock(cfg.Clock, cfg.Monotonic, s.store.Clock())
 	s.fsm = newFSM(s.store, cfg.Observer)
 	s.fsm.log = s.log
+	s.fsm.spoolDir = cfg.DataDir
 	s.fsm.clock = s.clock
 	s.hashes = newHashChecker(s)
 	s.disk = newDiskGuard(s)
@@ -294,6 +302,7 @@ func (s *Server) Start() error {
 	s.goFunc(s.watchStorage)
 	s.goFunc(s.hashCheckLoop)
 	s.goFunc(s.disk.loop)
+	s.goFunc(s.stallLoop)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()
@@ -409,7 +418,7 @@ func (s *Server) Close() error {
 	// A planned stop (SIGTERM, a deploy) hands leadership over first: the
 	// clients move to the successor while this member still answers, and
 	// no election timeout is waited out.
-	s.handOff()
+	s.handOver("the member is stopping")
 	s.mu.Lock()
 	close(s.stop)
 	s.cancel()

@@ -6,8 +6,9 @@ import (
 
 // A member never serves what it did not apply. When its namespace store
 // meets a storage error (namespace/integrity.go: a failed read or commit,
-// a checksum mismatch) or the state hash check finds it diverged
-// (hashcheck.go), the member fails:
+// a checksum mismatch), its raft log holds an entry that fails its
+// checksum (raftstore/checksum.go), or the state hash check finds it
+// diverged (hashcheck.go), the member fails:
 //
 //   - one error log line says why and what to do;
 //   - every request, /healthz and /readyz fail from then on (running
@@ -38,6 +39,8 @@ func (s *Server) watchStorage() {
 	case <-s.stop:
 	case <-s.store.Failed():
 		s.fail(s.store.Err())
+	case <-s.raftStore.Failed():
+		s.fail(s.raftStore.Err())
 	}
 }
 
@@ -59,7 +62,7 @@ func (s *Server) fail(cause error) {
 		"err", cause, "applied_index", s.store.AppliedIndex())
 	s.closeFront()
 	s.goFunc(func() {
-		s.handOff()
+		s.handOver(cause.Error())
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown", "err", err)
 		}

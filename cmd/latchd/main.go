@@ -69,6 +69,7 @@ type options struct {
 	lockDelay, maxLockDelay           time.Duration
 	hashCheckInterval                 time.Duration
 	minFreeMiB                        int64
+	storageStall                      time.Duration
 	lockHistory                       int
 	lockHistoryAge                    time.Duration
 	admins, aclDefault                string
@@ -122,6 +123,8 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long a lock whose holder's session expired stays ungranted, unless the request asks otherwise; a cluster setting: only the first leader's value counts, change it with PUT /v1/limits")
 	fs.Int64Var(&o.minFreeMiB, "min-free-mib", def.MinFreeSpace>>20,
 		"free space (MiB) the data dir's disk must keep: below it writes are refused with \"no space left\" until space is freed (negative: off)")
+	fs.DurationVar(&o.storageStall, "storage-stall-timeout", def.StorageStallTimeout,
+		"a raft log write that has not returned after this long means the disk stopped answering: the member stops (exit 1) so that another leads (negative: off)")
 	fs.DurationVar(&o.hashCheckInterval, "hash-check-interval", def.HashCheckInterval,
 		"how often the leader has every member hash its state at one index and compare; a member in the minority stops serving (negative: off)")
 	fs.DurationVar(&o.maxLockDelay, "max-lock-delay", time.Duration(def.Limits.MaxLockDelayMillis)*time.Millisecond,
@@ -336,6 +339,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.FaultInjection = o.faultInjection
 	cfg.HashCheckInterval = o.hashCheckInterval
 	cfg.MinFreeSpace = o.minFreeMiB << 20
+	cfg.StorageStallTimeout = o.storageStall
 	cfg.Limits.DefaultLockDelayMillis = o.lockDelay.Milliseconds()
 	cfg.Limits.MaxLockDelayMillis = o.maxLockDelay.Milliseconds()
 	cfg.Limits.LockHistoryMax = o.lockHistory
@@ -435,6 +439,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case <-s.Removed():
 		logger.Error("shutting down: this member was removed from the cluster; to bring it back, delete its data dir and start it with --join")
 	case <-s.Failed():
+		if errors.Is(s.Err(), server.ErrStorageStalled) {
+			// raft is stuck in a write that does not return: Close would
+			// wait for it for ever, and while this process lives its
+			// heartbeats keep the others from electing a leader.
+			return 1
+		}
 		// The member logged why and serves nothing; it lingers a moment
 		// so the others can still read its state hash and name it.
 		select {

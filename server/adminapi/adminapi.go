@@ -37,6 +37,11 @@ type Status struct {
 	// Version and Build describe the latchd binary answering.
 	Version string `json:"version"`
 	Build   Build  `json:"build"`
+
+	// NoSpace is true while the member's data dir has less free space
+	// than --min-free-mib: it refuses writes, and a leader with it hands
+	// leadership to a member without it (server/handoff.go).
+	NoSpace bool `json:"no_space,omitempty"`
 }
 
 // MemberStatus is one member as raft's configuration and the replicated

@@ -62,14 +62,21 @@ func StartClusterEach(t TB, n int, args func(i int) []string) *Cluster {
 // PKI (e.g. --tls-client-ca certs.CA, to require client certificates).
 func StartClusterCerts(t TB, n int, args func(certs session.DevCerts, i int) []string) *Cluster {
 	t.Helper()
+	return StartClusterIn(t, make([]string, n), args)
+}
+
+// StartClusterIn is StartClusterCerts with member i's data dir dirs[i]
+// ("" for a new t.TempDir()), for members on a file system of their own.
+func StartClusterIn(t TB, dirs []string, args func(certs session.DevCerts, i int) []string) *Cluster {
+	t.Helper()
 	c := &Cluster{}
 	var err error
 	if c.Certs, err = session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls")); err != nil {
 		t.Fatalf("proc: %v", err)
 	}
 	var peers []string
-	for i := 0; i < n; i++ {
-		nd := NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1)})
+	for i, dir := range dirs {
+		nd := NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1), DataDir: dir})
 		c.Nodes = append(c.Nodes, nd)
 		peers = append(peers, nd.ID+"="+nd.RaftAddr)
 	}

@@ -17,13 +17,19 @@ import (
 var ErrLocked = errors.New("latch: raft log is in use by another process (is another latchd running on this data dir?)")
 
 // WAL is a member's raft log and stable store: a hashicorp/raft-wal WAL
-// that also holds an exclusive lock on its directory, hides entries below
-// a head truncation and releases its metadata database on Close (so a
-// member can reopen it in the same process).
+// that also holds an exclusive lock on its directory, checksums every
+// entry it stores and verifies it on every read (checksum.go), hides
+// entries below a head truncation and releases its metadata database on
+// Close (so a member can reopen it in the same process).
 type WAL struct {
 	*wal.WAL
 	meta *metadb.BoltMetaDB
 	lock *os.File
+	dir  string
+	// checkedFrom is the first index stored with a checksum; set at open.
+	checkedFrom uint64
+	corrupt     corruption
+	watch       writeWatch // stall.go
 }
 
 var (
@@ -31,22 +37,6 @@ var (
 	_ raft.StableStore       = (*WAL)(nil)
 	_ raft.MonotonicLogStore = (*WAL)(nil)
 )
-
-// GetLog reads the entry at index, or returns raft.ErrLogNotFound. raft-wal
-// keeps serving entries of its open segment below a head truncation; this
-// keeps the LogStore contract that deleted entries are gone (so a member
-// that fell behind the compacted log gets a snapshot, the path tests and
-// operators expect).
-func (w *WAL) GetLog(index uint64, l *raft.Log) error {
-	first, err := w.WAL.FirstIndex()
-	if err != nil {
-		return err
-	}
-	if index < first {
-		return raft.ErrLogNotFound
-	}
-	return w.WAL.GetLog(index, l)
-}
 
 // Close closes the WAL; raft must be shut down first.
 func (w *WAL) Close() error {
@@ -69,7 +59,9 @@ type WALConfig struct {
 
 // OpenWAL opens (or creates) the member's raft log and stable store, a
 // hashicorp/raft-wal WAL: one write and one fsync per StoreLogs batch. See
-// doc.go for why this and not the badger Store.
+// doc.go for why this and not the badger Store. It reads and verifies
+// every entry first: a damaged log is an error wrapping ErrCorruptLog that
+// names the directory and the index, and nothing is opened.
 func OpenWAL(cfg WALConfig) (*WAL, error) {
 	if cfg.Dir == "" {
 		return nil, ErrNoDir
@@ -107,5 +99,14 @@ func openWAL(cfg WALConfig) (*WAL, error) {
 		lock.Close()
 		return nil, fmt.Errorf("latch: open raft log %s: %w", cfg.Dir, err)
 	}
-	return &WAL{WAL: w, meta: meta, lock: lock}, nil
+	lw := &WAL{WAL: w, meta: meta, lock: lock, dir: cfg.Dir, corrupt: corruption{ch: make(chan struct{})}}
+	err = lw.loadCheckedFrom()
+	if err == nil {
+		err = lw.verifyAll()
+	}
+	if err != nil {
+		lw.Close()
+		return nil, err
+	}
+	return lw, nil
 }
