@@ -39,7 +39,7 @@ func TestAPIWatchLockEvents(t *testing.T) {
 	}()
 	waitQueueLen(t, api, addr, "/jobs", 2)
 	q := api.do(200, addr, "GET", "/api/v1/locks/jobs/queue", nil).list("queue")
-	api.do(200, addr, "POST", "/api/v1/locks/jobs/release", map[string]any{"client_id": "w1", "fencing_token": a1.num("fencing_token")})
+	api.do(200, addr, "POST", "/api/v1/locks/jobs/release", map[string]any{"fencing_token": a1.num("fencing_token"), "lease_token": a1.str("lease_token")})
 	var a2 apiReply
 	select {
 	case a2 = <-waited:
@@ -105,7 +105,7 @@ func TestAPIWatchLockEvents(t *testing.T) {
 			}
 		}
 	}
-	api.do(200, addr, "POST", "/api/v1/locks/jobs/release", map[string]any{"client_id": "w2", "fencing_token": a2.num("fencing_token")})
+	api.do(200, addr, "POST", "/api/v1/locks/jobs/release", map[string]any{"fencing_token": a2.num("fencing_token"), "lease_token": a2.str("lease_token")})
 	if code, e, _ := api.raw(addr, "GET", "/api/v1/watch/jobs?kind=lock", nil); code != 400 {
 		t.Fatalf("unknown kind: %d %v", code, e)
 	}
