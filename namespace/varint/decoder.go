@@ -52,21 +52,16 @@ func (d *Decoder) Byte() byte {
 }
 
 // Uvarint reads an unsigned varint.
-func (d *Decoder) Uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *Decoder) Uvarint() uint64 { return read(d, binary.Uvarint, "uvarint") }
 
 // Varint reads a signed (zig-zag) varint.
-func (d *Decoder) Varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *Decoder) Varint() int64 { return read(d, binary.Varint, "varint") }
+
+// read reads one varint with parse (binary.Uvarint or binary.Varint).
+func read[T uint64 | int64](d *Decoder, parse func([]byte) (T, int), what string) T {
+	v, n := parse(d.b)
 	if n <= 0 {
-		d.fail("varint")
+		d.fail(what)
 		return 0
 	}
 	d.b = d.b[n:]
