@@ -107,9 +107,17 @@ func (c *Cluster) bootstrap(extra func(i int) []string) error {
 // ClientAddrs lists the members' client addresses, for a client's
 // Endpoints or the CLI's --endpoints.
 func (c *Cluster) ClientAddrs() []string {
+	return c.addrs(func(o Options) string { return o.ClientAddr })
+}
+
+// APIAddrs lists the members' HTTP/JSON API addresses.
+func (c *Cluster) APIAddrs() []string { return c.addrs(func(o Options) string { return o.APIAddr }) }
+
+// addrs lists one address of each member.
+func (c *Cluster) addrs(of func(Options) string) []string {
 	addrs := make([]string, len(c.Nodes))
 	for i, nd := range c.Nodes {
-		addrs[i] = nd.ClientAddr
+		addrs[i] = of(nd.Options)
 	}
 	return addrs
 }

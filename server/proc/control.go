@@ -65,15 +65,6 @@ func (c *Cluster) launch() error {
 	return nil
 }
 
-// APIAddrs lists the members' HTTP/JSON API addresses.
-func (c *Cluster) APIAddrs() []string {
-	addrs := make([]string, len(c.Nodes))
-	for i, nd := range c.Nodes {
-		addrs[i] = nd.APIAddr
-	}
-	return addrs
-}
-
 // Kill sends member i SIGKILL and waits for it to die.
 func (c *Cluster) Kill(i int) error {
 	if err := c.Nodes[i].Signal(syscall.SIGKILL); err != nil {
