@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/latch-io/latch/namespace/varint"
 )
 
 // A lock request's record, under lockKey(rev): what the index needs to be
@@ -53,35 +54,32 @@ func appendLockRecord(b []byte, q *lockReq) []byte {
 }
 
 func decodeLockRecord(rev uint64, v []byte) (*lockReq, error) {
-	d := decoder{b: v}
-	if f := d.byte(); f != lockRecordFormat {
+	d := varint.NewDecoder(v)
+	if f := d.Byte(); f != lockRecordFormat {
 		return nil, fmt.Errorf("%w: lock %d format %d", ErrStorage, rev, f)
 	}
-	flags := d.byte()
-	q := &lockReq{rev: rev, session: d.uvarint(), node: string(d.bytes())}
-	q.holdTTL = d.varint()
-	q.delay = d.varint()
+	flags := d.Byte()
+	q := &lockReq{rev: rev, session: d.Uvarint(), node: string(d.Bytes())}
+	q.holdTTL = d.Varint()
+	q.delay = d.Varint()
 	if flags&lockFlagShared != 0 {
 		q.mode = LockShared
 	}
 	if flags&lockFlagGranted != 0 {
 		q.granted = true
-		q.token = d.uvarint()
-		q.grantTime = d.varint()
-		q.deadline = d.varint()
+		q.token = d.Uvarint()
+		q.grantTime = d.Varint()
+		q.deadline = d.Varint()
 	}
 	if flags&lockFlagPhantom != 0 {
 		q.phantom = true
-		q.delayEnd = d.varint()
+		q.delayEnd = d.Varint()
 	}
 	if flags&lockFlagReqID != 0 {
-		q.reqID = string(d.bytes())
+		q.reqID = string(d.Bytes())
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: lock %d: %v", ErrStorage, rev, d.err)
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("%w: lock %d: %v", ErrStorage, rev, err)
 	}
 	if q.phantom && !q.granted {
 		return nil, fmt.Errorf("%w: lock %d is a phantom but was never granted", ErrStorage, rev)

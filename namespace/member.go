@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/latch-io/latch/namespace/varint"
 )
 
 // memberFormat 2 added APIAddr; records of format 1 still decode.
@@ -18,17 +19,17 @@ func appendMember(b []byte, m *Member) []byte {
 }
 
 func decodeMember(id string, v []byte) (Member, error) {
-	d := decoder{b: v}
-	f := d.byte()
+	d := varint.NewDecoder(v)
+	f := d.Byte()
 	if f != 1 && f != memberFormat {
 		return Member{}, fmt.Errorf("%w: member %q format %d", ErrStorage, id, f)
 	}
-	m := Member{ID: id, RaftAddr: string(d.bytes()), ClientAddr: string(d.bytes()), HTTPAddr: string(d.bytes())}
+	m := Member{ID: id, RaftAddr: string(d.Bytes()), ClientAddr: string(d.Bytes()), HTTPAddr: string(d.Bytes())}
 	if f >= 2 {
-		m.APIAddr = string(d.bytes())
+		m.APIAddr = string(d.Bytes())
 	}
-	if d.err != nil {
-		return Member{}, fmt.Errorf("%w: member %q: %v", ErrStorage, id, d.err)
+	if err := d.Err(); err != nil {
+		return Member{}, fmt.Errorf("%w: member %q: %v", ErrStorage, id, err)
 	}
 	return m, nil
 }

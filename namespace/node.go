@@ -3,6 +3,8 @@ package namespace
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/latch-io/latch/namespace/varint"
 )
 
 // node is a stored node. DataLength in its Stat is derived from data.
@@ -33,82 +35,26 @@ func appendNode(b []byte, n *node) []byte {
 
 // decodeNode decodes b, keeping a reference to it for the data.
 func decodeNode(b []byte) (*node, error) {
-	d := decoder{b: b}
-	if f := d.byte(); f != nodeFormat {
+	d := varint.NewDecoder(b)
+	if f := d.Byte(); f != nodeFormat {
 		return nil, fmt.Errorf("%w: node format %d", ErrStorage, f)
 	}
 	n := &node{}
-	n.stat.CreateRev = d.uvarint()
-	n.stat.ModRev = d.uvarint()
-	n.stat.Ctime = d.varint()
-	n.stat.Mtime = d.varint()
-	n.stat.Version = d.varint()
-	n.stat.CVersion = d.varint()
-	n.stat.EphemeralOwner = d.uvarint()
-	n.stat.NumChildren = d.varint()
-	n.seq = d.varint()
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: node: %v", ErrStorage, d.err)
+	n.stat.CreateRev = d.Uvarint()
+	n.stat.ModRev = d.Uvarint()
+	n.stat.Ctime = d.Varint()
+	n.stat.Mtime = d.Varint()
+	n.stat.Version = d.Varint()
+	n.stat.CVersion = d.Varint()
+	n.stat.EphemeralOwner = d.Uvarint()
+	n.stat.NumChildren = d.Varint()
+	n.seq = d.Varint()
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("%w: node: %v", ErrStorage, err)
 	}
-	n.data = d.b
+	n.data = d.Rest()
 	n.stat.DataLength = int32(len(n.data))
 	return n, nil
-}
-
-// decoder reads varint-encoded records, remembering the first error so
-// callers check once at the end.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("truncated %s", what)
-	}
-	d.b = nil
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) == 0 {
-		d.fail("byte")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// bytes reads a length-prefixed byte string, aliasing the input.
-func (d *decoder) bytes() []byte {
-	l := d.uvarint()
-	if d.err != nil || l > uint64(len(d.b)) {
-		d.fail("bytes")
-		return nil
-	}
-	v := d.b[:l:l]
-	d.b = d.b[l:]
-	return v
 }
 
 func appendBytes(b, v []byte) []byte {

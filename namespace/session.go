@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/latch-io/latch/namespace/varint"
 )
 
 // SessionInfo is a session as recorded in the namespace.
@@ -49,21 +50,21 @@ func appendSession(b []byte, si *SessionInfo) []byte {
 }
 
 func decodeSession(id uint64, v []byte) (SessionInfo, error) {
-	d := decoder{b: v}
-	f := d.byte()
+	d := varint.NewDecoder(v)
+	f := d.Byte()
 	if f != sessionFormat && f != sessionFormatHost {
 		return SessionInfo{}, fmt.Errorf("%w: session %d format %d", ErrStorage, id, f)
 	}
 	si := SessionInfo{ID: id, OpenRev: id}
-	si.TTLMillis = d.varint()
-	si.OpenTime = d.varint()
-	si.Secret = bytes.Clone(d.bytes())
-	si.Identity = string(d.bytes())
+	si.TTLMillis = d.Varint()
+	si.OpenTime = d.Varint()
+	si.Secret = bytes.Clone(d.Bytes())
+	si.Identity = string(d.Bytes())
 	if f == sessionFormatHost {
-		si.Host = string(d.bytes())
+		si.Host = string(d.Bytes())
 	}
-	if d.err != nil {
-		return SessionInfo{}, fmt.Errorf("%w: session %d: %v", ErrStorage, id, d.err)
+	if err := d.Err(); err != nil {
+		return SessionInfo{}, fmt.Errorf("%w: session %d: %v", ErrStorage, id, err)
 	}
 	return si, nil
 }

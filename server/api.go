@@ -202,20 +202,13 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 		c.ClientAuth = tls.RequireAnyClientCert
 	}
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates[0]) {
+		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates) {
 			return nil // required: RequireAnyClientCert refused it already
 		}
 		if pool == nil {
 			return nil // not verified, so it names nobody (callerOf)
 		}
-		inter := x509.NewCertPool()
-		for _, c := range cs.PeerCertificates[1:] {
-			inter.AddCert(c)
-		}
-		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
-			Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		})
-		return err
+		return session.VerifyChain(cs.PeerCertificates, x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	}
 	fwdTLS := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -225,7 +218,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 		// was issued for is irrelevant (members dial by address).
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 || !a.isMemberCert(cs.PeerCertificates[0]) {
+			if len(cs.PeerCertificates) == 0 || !a.isMemberCert(cs.PeerCertificates) {
 				return errors.New("latch: the leader's api did not present a member certificate")
 			}
 			return nil
@@ -241,19 +234,20 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	return c, nil
 }
 
-// isMemberCert reports whether cert is a member's: the one this member
-// serves with (members may share the client front's certificate, as
-// `latchd --dev` and the process harness do), or a member certificate of
-// the cluster CA (session.MemberID), which forwards present.
-func (a *apiFront) isMemberCert(cert *x509.Certificate) bool {
-	if subtle.ConstantTimeCompare(cert.Raw, a.ownCert) == 1 {
+// isMemberCert reports whether a peer's chain (leaf first) is a member's:
+// the certificate this member serves with (members may share the client
+// front's certificate, as `latchd --dev` and the process harness do), or
+// a member certificate of the cluster CA (session.MemberID), which
+// forwards present, verified through the intermediates the peer sent as
+// raft connections verify it.
+func (a *apiFront) isMemberCert(chain []*x509.Certificate) bool {
+	if subtle.ConstantTimeCompare(chain[0].Raw, a.ownCert) == 1 {
 		return true
 	}
-	if _, ok := session.MemberID(cert); !ok {
+	if _, ok := session.MemberID(chain[0]); !ok {
 		return false
 	}
-	_, err := cert.Verify(x509.VerifyOptions{Roots: a.s.memberTLS.CAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
-	return err == nil
+	return session.VerifyChain(chain, x509.VerifyOptions{Roots: a.s.memberTLS.CAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}) == nil
 }
 
 // caller is who sent an API request.
@@ -267,7 +261,7 @@ func (a *apiFront) callerOf(r *http.Request) caller {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return caller{}
 	}
-	if a.isMemberCert(r.TLS.PeerCertificates[0]) {
+	if a.isMemberCert(r.TLS.PeerCertificates) {
 		c := caller{identity: session.Identity(*r.TLS), member: true}
 		if r.Header.Get(hdrForwarded) != "" {
 			c.forwarded, c.identity = true, r.Header.Get(hdrIdentity)

@@ -172,7 +172,11 @@
 // latch-raft/1, only members accepted either way, no host name checked:
 // raft dials by address) and of the admin endpoint (member certificate
 // served, client certificates of the cluster CA verified when offered).
-// latch cert (cmd/latch) and --dev use the same CA type.
+// VerifyChain is the one chain check (raft and admin peers, the HTTP API's
+// clients and forwarding members, a member's certificate file): the leaf
+// verifies through the intermediates sent with it, so a CA with an
+// intermediate works the same everywhere. latch cert (cmd/latch) and
+// --dev use the same CA type.
 //
 // # Transport defaults
 //

@@ -273,11 +273,46 @@ func LoadMemberTLS(id, certFile, keyFile, caFile string) (*MemberTLS, error) {
 	if got != id {
 		return nil, fmt.Errorf("%w: %s names member %q, not %q", ErrBadCert, certFile, got, id)
 	}
-	opts := x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	if _, err := pair.Leaf.Verify(opts); err != nil {
+	chain, err := parseChain(pair)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadCert, certFile, err)
+	}
+	if err := VerifyChain(chain, x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, fmt.Errorf("%w: %s is not signed by the cluster CA %s: %w", ErrBadCert, certFile, caFile, err)
 	}
 	return &MemberTLS{ID: id, Cert: pair, CAs: pool}, nil
+}
+
+// VerifyChain checks that chain[0], a leaf certificate, chains to
+// opts.Roots for one of opts.KeyUsages, through the other certificates of
+// chain as intermediates: the chain a TLS peer sends, or a certificate
+// file's. It is the one chain check of latch (members' raft and admin
+// connections, the HTTP API's clients and forwarding members, a member's
+// own certificate at load), so that each accepts a CA's intermediate the
+// same way. opts.Intermediates is replaced.
+func VerifyChain(chain []*x509.Certificate, opts x509.VerifyOptions) error {
+	if len(chain) == 0 {
+		return errors.New("no certificate")
+	}
+	opts.Intermediates = x509.NewCertPool()
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := chain[0].Verify(opts)
+	return err
+}
+
+// parseChain returns the certificates of a loaded key pair, leaf first.
+func parseChain(pair tls.Certificate) ([]*x509.Certificate, error) {
+	chain := []*x509.Certificate{pair.Leaf}
+	for _, der := range pair.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, c)
+	}
+	return chain, nil
 }
 
 // ErrNotMember is the handshake error when a raft peer's certificate is
@@ -291,15 +326,10 @@ func (m *MemberTLS) verifyMember(usage x509.ExtKeyUsage) func(tls.ConnectionStat
 		if len(cs.PeerCertificates) == 0 {
 			return fmt.Errorf("%w: no certificate", ErrNotMember)
 		}
-		inter := x509.NewCertPool()
-		for _, c := range cs.PeerCertificates[1:] {
-			inter.AddCert(c)
-		}
-		leaf := cs.PeerCertificates[0]
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: m.CAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		if err := VerifyChain(cs.PeerCertificates, x509.VerifyOptions{Roots: m.CAs, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 			return fmt.Errorf("%w: %w", ErrNotMember, err)
 		}
-		if _, ok := MemberID(leaf); !ok {
+		if _, ok := MemberID(cs.PeerCertificates[0]); !ok {
 			return ErrNotMember
 		}
 		return nil

@@ -193,9 +193,11 @@ func leafUsable(certFile, keyFile string, pool *x509.CertPool, now time.Time, ok
 	if leaf == nil || now.Add(devRenewBefore).After(leaf.NotAfter) || !ok(leaf) {
 		return false
 	}
-	opts := x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
-	_, err = leaf.Verify(opts)
-	return err == nil
+	chain, err := parseChain(pair)
+	if err != nil {
+		return false
+	}
+	return VerifyChain(chain, x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}) == nil
 }
 
 func (d DevCerts) generate(now time.Time) error {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/latch-io/latch/cmd/internal/flagfile"
 )
 
 // Global flags may also come from the environment and from a config file,
@@ -21,7 +21,9 @@ import (
 // in capitals with - as _ (LATCH_ENDPOINTS, LATCH_CA, LATCH_CERT,
 // LATCH_KEY, LATCH_ADMIN, LATCH_SESSION_TTL, LATCH_TIMEOUT, LATCH_CELLS), and
 // LATCH_OUTPUT for -o. The config file is a JSON object whose keys are the
-// flag names ("endpoints" may be a list); it is $LATCH_CONFIG, else
+// flag names ("output" for -o), with latchd's --config type rules (package
+// flagfile: durations as "10s", "endpoints" may be a list); it is
+// $LATCH_CONFIG, else
 // latch/config.json in the user's config folder (~/.config on Linux) when
 // that file exists.
 
@@ -66,50 +68,23 @@ func applyDefaults(fs *flag.FlagSet, getenv func(string) string) error {
 	return nil
 }
 
+// applyConfigFile sets the global flags the file at path names, by
+// flagfile's type rules; "output" is -o. A missing file is no error
+// unless the user named it.
 func applyConfigFile(flags *flag.FlagSet, path string, named bool) error {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && !named {
+	err := flagfile.Apply(flags, path, func(key string) (string, bool) {
+		if key == "output" {
+			key = "o"
+		}
+		return key, isGlobal(key)
+	})
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist) && !named:
 		return nil
+	case errors.Is(err, flagfile.ErrUnknownKey):
+		return fmt.Errorf("%w: %v (keys are the global flags: %s)", errUsage, err, globalList())
 	}
-	if err != nil {
-		return fmt.Errorf("%w: config file: %v", errUsage, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var kv map[string]any
-	if err := dec.Decode(&kv); err != nil {
-		return fmt.Errorf("%w: config file %s: %v", errUsage, path, err)
-	}
-	for key, v := range kv {
-		name := key
-		if name == "output" {
-			name = "o"
-		}
-		if !isGlobal(name) {
-			return fmt.Errorf("%w: config file %s: unknown key %q (keys are the global flags: %s)", errUsage, path, key, globalList())
-		}
-		var s string
-		switch v := v.(type) {
-		case string:
-			s = v
-		case []any:
-			parts := make([]string, len(v))
-			for i, p := range v {
-				ps, ok := p.(string)
-				if !ok {
-					return fmt.Errorf("%w: config file %s: %q: item %d is not a string", errUsage, path, key, i)
-				}
-				parts[i] = ps
-			}
-			s = strings.Join(parts, ",")
-		default:
-			return fmt.Errorf("%w: config file %s: %q: want a string (durations as \"10s\") or a list of strings", errUsage, path, key)
-		}
-		if err := flags.Set(name, s); err != nil {
-			return fmt.Errorf("%w: config file %s: %q: %v", errUsage, path, key, err)
-		}
-	}
-	return nil
+	return fmt.Errorf("%w: %v", errUsage, err)
 }
 
 // sortedGlobals lists the global flags' names in order.

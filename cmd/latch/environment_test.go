@@ -35,7 +35,7 @@ func TestGlobalsFromConfigFileThenEnvironmentThenFlags(t *testing.T) {
 	}{
 		{map[string]string{"LATCH_TIMEOUT": "soon"}, "", "LATCH_TIMEOUT"},
 		{map[string]string{"LATCH_CONFIG": path}, `{"colour": "red"}`, `unknown key "colour"`},
-		{map[string]string{"LATCH_CONFIG": path}, `{"timeout": 3}`, `durations as "10s"`},
+		{map[string]string{"LATCH_CONFIG": path}, `{"timeout": 3}`, `a number given for a duration`},
 		{map[string]string{"LATCH_CONFIG": path}, `{"endpoints": [1]}`, "item 0 is not a string"},
 		{map[string]string{"LATCH_CONFIG": filepath.Join(t.TempDir(), "missing.json")}, "", "no such file"},
 	} {

@@ -14,9 +14,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/latch-io/latch/cmd/internal/flagfile"
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/adminapi"
@@ -167,90 +166,15 @@ func (o *options) register(fs *flag.FlagSet) {
 const failLinger = 3 * time.Second
 
 // loadConfigFile sets every flag named in the JSON file that the command
-// line did not set. Values keep their JSON types: a number is written as
-// given (1000000 stays 1000000), a boolean only sets a boolean flag, a
-// duration is a string ("500ms"), and a list of strings is joined with
-// commas (bootstrap, admins).
+// line did not set, by flagfile's type rules (numbers as given, booleans
+// only for booleans, durations as strings, lists of strings joined with
+// commas, as for bootstrap and admins).
 func loadConfigFile(fs *flag.FlagSet, path string) error {
-	b, err := os.ReadFile(path)
+	err := flagfile.Apply(fs, path, func(key string) (string, bool) { return key, key != "config" && key != "version" })
 	if err != nil {
 		return fmt.Errorf("%w: --config: %v", errUsage, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var kv map[string]any
-	if err := dec.Decode(&kv); err != nil {
-		return fmt.Errorf("%w: --config %s: %v", errUsage, path, err)
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, v := range kv {
-		f := fs.Lookup(name)
-		if name == "config" || name == "version" || f == nil {
-			return fmt.Errorf("%w: --config %s: unknown key %q", errUsage, path, name)
-		}
-		if given[name] {
-			continue
-		}
-		s, err := configValue(f, v)
-		if err != nil {
-			return fmt.Errorf("%w: --config %s: key %q: %v", errUsage, path, name, err)
-		}
-		if err := fs.Set(name, s); err != nil {
-			return fmt.Errorf("%w: --config %s: key %q: %v", errUsage, path, name, err)
-		}
-	}
 	return nil
-}
-
-// configValue turns a JSON value into the text flag f parses, refusing a
-// value of the wrong JSON type for the flag.
-func configValue(f *flag.Flag, v any) (string, error) {
-	var kind string // what the flag holds
-	switch f.Value.(flag.Getter).Get().(type) {
-	case bool:
-		kind = "bool"
-	case time.Duration:
-		kind = "duration"
-	case string:
-		kind = "string"
-	default:
-		kind = "number"
-	}
-	switch v := v.(type) {
-	case bool:
-		if kind != "bool" {
-			return "", fmt.Errorf("true/false given for a %s", kind)
-		}
-		return strconv.FormatBool(v), nil
-	case json.Number:
-		switch kind {
-		case "bool":
-			return "", fmt.Errorf("a number given for a boolean (want true or false)")
-		case "duration":
-			return "", fmt.Errorf("a number given for a duration (want a string such as \"500ms\" or \"5s\")")
-		}
-		return v.String(), nil
-	case string:
-		if kind == "bool" {
-			return "", fmt.Errorf("a string given for a boolean (want true or false)")
-		}
-		return v, nil
-	case []any: // a list, e.g. "bootstrap": ["n1=...", "n2=..."]
-		if kind != "string" {
-			return "", fmt.Errorf("a list given for a %s", kind)
-		}
-		parts := make([]string, len(v))
-		for i, p := range v {
-			s, ok := p.(string)
-			if !ok {
-				return "", fmt.Errorf("list item %d is not a string", i)
-			}
-			parts[i] = s
-		}
-		return strings.Join(parts, ","), nil
-	}
-	return "", fmt.Errorf("unsupported value %v (want a string, number, boolean or list of strings)", v)
 }
 
 // parseAdmins reads --admins: identities separated by commas; a Go-quoted

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -74,23 +73,13 @@ func StartClusterIn(t TB, dirs []string, args func(certs session.DevCerts, i int
 	if c.Certs, err = session.EnsureDevCerts(filepath.Join(t.TempDir(), "tls")); err != nil {
 		t.Fatalf("proc: %v", err)
 	}
-	var peers []string
 	for i, dir := range dirs {
-		nd := NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1), DataDir: dir})
-		c.Nodes = append(c.Nodes, nd)
-		peers = append(peers, nd.ID+"="+nd.RaftAddr)
+		c.Nodes = append(c.Nodes, NewNode(t, Options{ID: fmt.Sprintf("n%d", i+1), DataDir: dir}))
 	}
-	admin, err := AdminTLS(c.Certs)
-	if err != nil {
+	if err := c.bootstrap(func(i int) []string { return args(c.Certs, i) }); err != nil {
 		t.Fatalf("proc: %v", err)
 	}
-	for i, nd := range c.Nodes {
-		member, err := MemberArgs(c.Certs, nd.ID)
-		if err != nil {
-			t.Fatalf("proc: %v", err)
-		}
-		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), args(c.Certs, i)...)
-		nd.SetAdminTLS(admin)
+	for _, nd := range c.Nodes {
 		nd.Start(t)
 	}
 	for _, nd := range c.Nodes {
@@ -99,56 +88,56 @@ func StartClusterIn(t TB, dirs []string, args func(certs session.DevCerts, i int
 	return c
 }
 
+// bootstrap gives every member the flags that found the cluster together
+// on c.Certs (--bootstrap naming all, its member certificate, AdminName as
+// admin) and then extra(i), and the admin TLS the harness calls it with.
+func (c *Cluster) bootstrap(extra func(i int) []string) error {
+	var peers []string
+	for _, nd := range c.Nodes {
+		peers = append(peers, nd.ID+"="+nd.RaftAddr)
+	}
+	admin, err := AdminTLS(c.Certs)
+	if err != nil {
+		return err
+	}
+	for i, nd := range c.Nodes {
+		member, err := MemberArgs(c.Certs, nd.ID)
+		if err != nil {
+			return err
+		}
+		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), extra(i)...)
+		nd.SetAdminTLS(admin)
+	}
+	return nil
+}
+
 // ClientAddrs lists the members' client addresses, for a client's
 // Endpoints or the CLI's --endpoints.
 func (c *Cluster) ClientAddrs() []string {
+	return c.addrs(func(o Options) string { return o.ClientAddr })
+}
+
+// APIAddrs lists the members' HTTP/JSON API addresses.
+func (c *Cluster) APIAddrs() []string { return c.addrs(func(o Options) string { return o.APIAddr }) }
+
+// addrs lists one address of each member.
+func (c *Cluster) addrs(of func(Options) string) []string {
 	addrs := make([]string, len(c.Nodes))
 	for i, nd := range c.Nodes {
-		addrs[i] = nd.ClientAddr
+		addrs[i] = of(nd.Options)
 	}
 	return addrs
 }
 
 // WaitLeader waits until one running member reports itself the ready
-// leader and every other running member names it, and returns its index.
-// Paused members are left out.
+// leader and every other running member that answers names it
+// (Leader(Followed)), and returns its index. Paused members are left out.
 func (c *Cluster) WaitLeader(t TB) int {
 	t.Helper()
 	leader := -1
-	Eventually(t, "leader", func() error {
-		leader = -1
-		var id string
-		for i, nd := range c.Nodes {
-			if !nd.Running() || nd.Paused() {
-				continue
-			}
-			st, err := nd.Status()
-			if err != nil {
-				continue
-			}
-			if st.State == "Leader" && st.Ready {
-				if leader >= 0 {
-					return fmt.Errorf("two leaders: %s and %s", c.Nodes[leader].ID, nd.ID)
-				}
-				leader, id = i, st.ID
-			}
-		}
-		if leader < 0 {
-			return errors.New("no ready leader")
-		}
-		for _, nd := range c.Nodes {
-			if !nd.Running() || nd.Paused() {
-				continue
-			}
-			st, err := nd.Status()
-			if err != nil {
-				continue
-			}
-			if st.LeaderID != id {
-				return fmt.Errorf("%s follows %q, not %q", nd.ID, st.LeaderID, id)
-			}
-		}
-		return nil
+	Eventually(t, "leader", func() (err error) {
+		leader, err = c.Leader(Followed)
+		return err
 	})
 	return leader
 }

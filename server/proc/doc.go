@@ -14,9 +14,15 @@
 // Every process is killed in t.Cleanup if the test left it running, and a
 // failed test prints the tail of each member's log.
 //
-// Outside tests (`latch chaos`), NewDetachedNode, Launch, Signal, WaitExit
-// and Await do the same with errors instead of a testing.TB, and GoBuild
-// builds a binary of the module; the caller kills what it launched.
+// Outside tests (`latch chaos`, `latch bench failover`), LaunchCluster
+// starts a cluster and its methods control it with errors instead of a
+// testing.TB: Leader and AwaitLeader find the one ready leader (the same
+// LeaderRule check WaitLeader uses), Kill, Relaunch (retrying the bind of
+// the old ports, as servertest's Restart does, through Rebind), Block,
+// Partition and Heal (--fault-injection) and Shutdown. NewDetachedNode,
+// Launch, Signal, WaitExit and Await do the same for one member, and
+// GoBuild builds a binary of the module; the caller stops what it
+// launched.
 package proc
 
 // TB is the part of testing.TB the harness uses; a *testing.T is one. proc

@@ -17,6 +17,7 @@ import (
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
 
@@ -247,16 +248,11 @@ func (c *Cluster) Restart(i int) {
 		cfg.RaftAddr, cfg.HTTPAddr, cfg.ClientAddr = nd.cfg.RaftAddr, nd.cfg.HTTPAddr, nd.cfg.ClientAddr
 	}
 	var s *server.Server
-	var err error
 	// The old listeners' ports are free again only once the kernel says so.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	err := proc.Rebind(5*time.Second, func() (err error) {
 		s, err = server.New(cfg)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // retry binding, not waiting for a condition we could observe
-	}
+		return err
+	})
 	if err != nil {
 		c.t.Fatalf("servertest: restart n%d: %v", i+1, err)
 	}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -128,10 +126,10 @@ func (c FailoverConfig) Validate() error {
 // failoverRun is one RunFailover: the members and the clients.
 type failoverRun struct {
 	cfg     FailoverConfig
-	nodes   []*proc.Node
+	c       *proc.Cluster
 	clients []*client.Client // 0: the holder; 1..Waiters: the waiters
 	path    string
-	cut     *proc.Node // the member cut off by Partition, until recover
+	cut     bool // a member is cut off by Partition, until recover
 }
 
 // RunFailover runs the failover scenario and returns its report. It stops
@@ -178,17 +176,18 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverReport, erro
 	}
 	r := &failoverRun{cfg: cfg, path: "/bench-failover/lock"}
 	defer r.stop()
-	if err := r.start(bin, certs); err != nil {
+	args := cfg.Args
+	if cfg.Partition {
+		args = append(args[:len(args):len(args)], "--fault-injection")
+	}
+	if r.c, err = proc.LaunchCluster(cfg.Members, bin, cfg.Dir, certs, args...); err != nil {
 		return nil, err
 	}
 	tlsConf, err := session.ClientTLS(certs.CA, "", "")
 	if err != nil {
 		return nil, err
 	}
-	var eps []string
-	for _, nd := range r.nodes {
-		eps = append(eps, nd.ClientAddr)
-	}
+	eps := r.c.ClientAddrs()
 	for range cfg.Waiters + 1 {
 		dctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
 		c, err := client.Dial(dctx, client.Config{Endpoints: eps, TLS: tlsConf, ClientName: "latch-bench-failover",
@@ -248,113 +247,19 @@ func signalName(s syscall.Signal) string {
 	return "SIGKILL"
 }
 
-// start launches the members and waits for a settled cluster.
-func (r *failoverRun) start(bin string, certs session.DevCerts) error {
-	var peers []string
-	for i := range r.cfg.Members {
-		id := fmt.Sprintf("n%d", i+1)
-		data := filepath.Join(r.cfg.Dir, id)
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			return err
-		}
-		nd, err := proc.NewDetachedNode(proc.Options{ID: id, DataDir: data}, bin, data+".log")
-		if err != nil {
-			return err
-		}
-		r.nodes = append(r.nodes, nd)
-		peers = append(peers, id+"="+nd.RaftAddr)
-	}
-	admin, err := proc.AdminTLS(certs)
-	if err != nil {
-		return err
-	}
-	for _, nd := range r.nodes {
-		member, err := proc.MemberArgs(certs, nd.ID)
-		if err != nil {
-			return err
-		}
-		nd.Args = append(append([]string{"--bootstrap", strings.Join(peers, ",")}, member...), r.cfg.Args...)
-		nd.SetAdminTLS(admin)
-		if r.cfg.Partition {
-			nd.Args = append(nd.Args, "--fault-injection")
-		}
-		if err := nd.Launch(); err != nil {
-			return err
-		}
-	}
-	_, err = r.settled(30 * time.Second)
-	return err
-}
-
-// stop closes the clients and kills every member.
+// stop closes the clients and stops every member.
 func (r *failoverRun) stop() {
 	for _, c := range r.clients {
 		c.Close()
 	}
-	for _, nd := range r.nodes {
-		if nd.Running() {
-			nd.Signal(syscall.SIGCONT)
-			nd.Signal(syscall.SIGKILL)
-			nd.WaitExit(30 * time.Second)
-		}
+	if r.c != nil {
+		r.c.Shutdown()
 	}
 }
 
 // settled waits until every member runs, is ready and follows one ready
 // leader, and returns the leader's index.
-func (r *failoverRun) settled(timeout time.Duration) (int, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		i, err := r.leader(true)
-		if err == nil {
-			return i, nil
-		}
-		if time.Now().After(deadline) {
-			return -1, fmt.Errorf("cluster not settled after %v: %w", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
-}
-
-// leader returns the index of the ready leader. With all, every running
-// member must be ready and follow it; else it is enough that one member
-// other than a paused or dead one says it is the ready leader.
-func (r *failoverRun) leader(all bool) (int, error) {
-	leader := -1
-	var sts []string
-	for i, nd := range r.nodes {
-		if !nd.Running() || nd.Paused() {
-			continue
-		}
-		st, err := nd.Status()
-		if err != nil {
-			if all {
-				return -1, err
-			}
-			continue
-		}
-		if st.State == "Leader" && st.Ready {
-			leader = i
-		}
-		if all {
-			if err := nd.Await("/readyz", 0); err != nil {
-				return -1, err
-			}
-		}
-		sts = append(sts, st.LeaderID)
-	}
-	if leader < 0 {
-		return -1, errors.New("no ready leader")
-	}
-	if all {
-		for _, id := range sts {
-			if id != r.nodes[leader].ID {
-				return -1, fmt.Errorf("a member follows %q, not %q", id, r.nodes[leader].ID)
-			}
-		}
-	}
-	return leader, nil
-}
+func (r *failoverRun) settled() (int, error) { return r.c.AwaitLeader(proc.Settled, 30*time.Second) }
 
 // grant is one waiter's grant.
 type grant struct {
@@ -367,11 +272,11 @@ type grant struct {
 // round runs one failover and checks what the clients saw.
 func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 	var rd FailoverRound
-	li, err := r.settled(30 * time.Second)
+	li, err := r.settled()
 	if err != nil {
 		return rd, err
 	}
-	old := r.nodes[li]
+	old := r.c.Nodes[li]
 	rd.Killed = old.ID
 	opCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, r.cfg.OpTimeout) }
 
@@ -413,7 +318,7 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 	if li, err = r.waitConnected(ctx); err != nil {
 		return rd, err
 	}
-	old = r.nodes[li]
+	old = r.c.Nodes[li]
 	rd.Killed = old.ID
 	token0 := holder.Token()
 
@@ -434,9 +339,9 @@ func (r *failoverRun) round(ctx context.Context) (FailoverRound, error) {
 		defer close(elected)
 		deadline := t0.Add(r.cfg.OpTimeout)
 		for time.Now().Before(deadline) {
-			if i, err := r.leader(false); err == nil && r.nodes[i] != old {
+			if i, err := r.c.Leader(proc.Claimed); err == nil && r.c.Nodes[i] != old {
 				rd.Elected = Millis(time.Since(t0))
-				newLeader = r.nodes[i].ID
+				newLeader = r.c.Nodes[i].ID
 				return
 			}
 			time.Sleep(2 * time.Millisecond) // polling a condition with a deadline
@@ -543,14 +448,14 @@ func (r *failoverRun) waitConnected(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(r.cfg.OpTimeout)
 	var where []string
 	for {
-		li, err := r.leader(true)
+		li, err := r.c.Leader(proc.Settled)
 		if err == nil {
 			where = where[:0]
 			all := true
 			for _, c := range r.clients {
 				m := c.Member()
 				where = append(where, m)
-				all = all && m == r.nodes[li].ID
+				all = all && m == r.c.Nodes[li].ID
 			}
 			if all {
 				return li, nil
@@ -567,59 +472,40 @@ func (r *failoverRun) waitConnected(ctx context.Context) (int, error) {
 // (both ways).
 func (r *failoverRun) fail(i int) error {
 	if !r.cfg.Partition {
-		return r.nodes[i].Signal(r.cfg.Signal)
+		return r.c.Nodes[i].Signal(r.cfg.Signal)
 	}
-	var others []string
-	for j, nd := range r.nodes {
+	var others []int
+	for j := range r.c.Nodes {
 		if j != i {
-			others = append(others, nd.RaftAddr)
-			if err := r.block(nd, r.nodes[i].RaftAddr); err != nil {
-				return err
-			}
+			others = append(others, j)
 		}
 	}
-	r.cut = r.nodes[i]
-	return r.block(r.nodes[i], others...)
-}
-
-// block makes nd drop its raft traffic with addrs (none: heal).
-func (r *failoverRun) block(nd *proc.Node, addrs ...string) error {
-	a, err := nd.Admin()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := a.Do(ctx, http.MethodPost, nd.HTTPAddr, "/v1/faults", map[string][]string{"block": append([]string{}, addrs...)}, nil); err != nil {
-		return fmt.Errorf("%s /v1/faults: %w", nd.ID, err)
-	}
-	return nil
+	r.cut = true
+	return r.c.Partition(others, []int{i})
 }
 
 // recover restarts (SIGKILL) or continues (SIGSTOP) the members that are
 // down, heals a partition, and waits for the cluster to settle.
 func (r *failoverRun) recover() error {
-	if r.cut != nil {
-		for _, nd := range r.nodes {
-			if err := r.block(nd); err != nil {
-				return err
-			}
+	if r.cut {
+		if err := r.c.Heal(); err != nil {
+			return err
 		}
-		r.cut = nil
+		r.cut = false
 	}
-	for _, nd := range r.nodes {
+	for i, nd := range r.c.Nodes {
 		switch {
 		case nd.Paused():
 			if err := nd.Signal(syscall.SIGCONT); err != nil {
 				return err
 			}
 		case !nd.Running():
-			if err := nd.Launch(); err != nil {
+			if err := r.c.Relaunch(i); err != nil {
 				return err
 			}
 		}
 	}
-	_, err := r.settled(30 * time.Second)
+	_, err := r.settled()
 	return err
 }
 

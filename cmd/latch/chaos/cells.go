@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
 
@@ -40,8 +41,8 @@ const steadyOpTimeout = 2 * time.Second
 // client.Cells with both cells in its map writes /steady/k (and reads it
 // back) again and again while the chaos cell takes its faults.
 type steadyCell struct {
-	cluster *cluster
-	chaos   *cluster
+	cluster *proc.Cluster
+	chaos   *proc.Cluster
 	x       *client.Cells
 	direct  [2]*client.Client // steady, chaos: for the final routing check
 
@@ -61,7 +62,7 @@ type steadyCell struct {
 var steadyKey = "/" + CellSteady + "/k"
 
 // startSteadyCell starts the steady cell's members and its clients.
-func startSteadyCell(ctx context.Context, cfg *Config, latchd string, certs session.DevCerts, cert, key string, chaos *cluster) (*steadyCell, error) {
+func startSteadyCell(ctx context.Context, cfg *Config, latchd string, certs session.DevCerts, cert, key string, chaos *proc.Cluster) (*steadyCell, error) {
 	extra := []string{"--cell", CellSteady}
 	if cfg.MutualTLS {
 		extra = append(extra, "--tls-client-ca", certs.CA, "--acl-default", "allow")
@@ -78,15 +79,15 @@ func startSteadyCell(ctx context.Context, cfg *Config, latchd string, certs sess
 	}
 	base := client.Config{TLS: tlsConf, SessionTTL: 10 * time.Second, ClientName: "latch-chaos-cells", Logger: cfg.Logger,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
-	m := client.CellMap{CellChaos: chaos.endpoints(), CellSteady: c.endpoints()}
+	m := client.CellMap{CellChaos: chaos.ClientAddrs(), CellSteady: c.ClientAddrs()}
 	if cfg.InjectBug == BugMisroute {
-		m[CellSteady] = chaos.endpoints() // the planted bug: the steady cell's paths go to the chaos cell
+		m[CellSteady] = chaos.ClientAddrs() // the planted bug: the steady cell's paths go to the chaos cell
 	}
 	if st.x, err = client.DialCells(ctx, client.CellsConfig{Config: base, Map: m}); err != nil {
 		st.close()
 		return nil, err
 	}
-	for i, eps := range [][]string{c.endpoints(), chaos.endpoints()} {
+	for i, eps := range [][]string{c.ClientAddrs(), chaos.ClientAddrs()} {
 		dc := base
 		dc.Endpoints = eps
 		if st.direct[i], err = client.Dial(ctx, dc); err != nil {
@@ -195,5 +196,5 @@ func (st *steadyCell) close() {
 			c.Close()
 		}
 	}
-	st.cluster.stop()
+	st.cluster.Shutdown()
 }

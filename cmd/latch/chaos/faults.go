@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/latch-io/latch/server/proc"
 )
 
 // FaultKind names one kind of fault.
@@ -132,17 +134,17 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 		return r.workers.pauseOne(ctx, r.rng, r.cfg.SessionTTL+r.cfg.SessionTTL/2+500*time.Millisecond,
 			r.cfg.InjectBug == BugUseAfterLost, r.faults)
 	}
-	leader, err := c.waitStable(recoverTimeout)
+	leader, err := c.AwaitLeader(proc.Settled, recoverTimeout)
 	if err != nil {
 		r.unavailable(kind, "before the fault", err)
 		return nil
 	}
-	n := len(c.nodes)
+	n := len(c.Nodes)
 	follower := (leader + 1 + r.rng.IntN(n-1)) % n
 	ids := func(is ...int) []string {
 		var out []string
 		for _, i := range is {
-			out = append(out, c.nodes[i].ID)
+			out = append(out, c.Nodes[i].ID)
 		}
 		return out
 	}
@@ -154,11 +156,11 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 			i = follower
 		}
 		r.faults.record(kind, "start", ids(i), "SIGKILL")
-		if err := c.kill(i); err != nil {
+		if err := c.Kill(i); err != nil {
 			return err
 		}
 		sleepCtx(ctx, hold)
-		err := c.restart(i)
+		err := c.Relaunch(i)
 		r.faults.record(kind, "end", ids(i), "restarted")
 		if err != nil {
 			return err
@@ -169,11 +171,11 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 			i = follower
 		}
 		r.faults.record(kind, "start", ids(i), "SIGSTOP")
-		if err := c.nodes[i].Signal(syscall.SIGSTOP); err != nil {
+		if err := c.Nodes[i].Signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
 		sleepCtx(ctx, hold)
-		err := c.nodes[i].Signal(syscall.SIGCONT)
+		err := c.Nodes[i].Signal(syscall.SIGCONT)
 		r.faults.record(kind, "end", ids(i), "SIGCONT")
 		if err != nil {
 			return err
@@ -187,11 +189,11 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 		}
 		majority := complement(n, minority)
 		r.faults.record(kind, "start", ids(minority...), fmt.Sprintf("cut off from %v", ids(majority...)))
-		if err := c.partition(minority, majority); err != nil {
+		if err := c.Partition(minority, majority); err != nil {
 			return err
 		}
 		sleepCtx(ctx, hold)
-		err := c.heal()
+		err := c.Heal()
 		r.faults.record(kind, "end", ids(minority...), "healed")
 		if err != nil {
 			return err
@@ -202,11 +204,11 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 		flips := 0
 		for time.Now().Before(end) && ctx.Err() == nil {
 			side := r.rng.Perm(n)[:1+r.rng.IntN((n-1)/2)]
-			if err := c.partition(side, complement(n, side)); err != nil {
+			if err := c.Partition(side, complement(n, side)); err != nil {
 				return err
 			}
 			sleepCtx(ctx, time.Duration(150+r.rng.IntN(350))*time.Millisecond)
-			if err := c.heal(); err != nil {
+			if err := c.Heal(); err != nil {
 				return err
 			}
 			sleepCtx(ctx, time.Duration(100+r.rng.IntN(300))*time.Millisecond)
@@ -216,7 +218,7 @@ func (r *run) inject(ctx context.Context, kind FaultKind) error {
 	default:
 		return fmt.Errorf("%w: fault %q", ErrBadConfig, kind)
 	}
-	if _, err := c.waitStable(recoverTimeout); err != nil {
+	if _, err := c.AwaitLeader(proc.Settled, recoverTimeout); err != nil {
 		r.unavailable(kind, "after healing", err)
 	}
 	return nil

@@ -23,7 +23,7 @@ const pollInterval = 250 * time.Millisecond
 type run struct {
 	cfg     Config
 	rng     *rand.Rand
-	cluster *cluster
+	cluster *proc.Cluster
 	store   *storeProc
 	workers *workers
 	faults  *faultLog
@@ -157,7 +157,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	dctx, cancel := context.WithTimeout(ctx, recoverTimeout)
 	defer cancel()
-	r.client, err = client.Dial(dctx, client.Config{Endpoints: r.cluster.endpoints(), TLS: tlsConf,
+	r.client, err = client.Dial(dctx, client.Config{Endpoints: r.cluster.ClientAddrs(), TLS: tlsConf,
 		SessionTTL: 10 * time.Second, ClientName: "latch-chaos", Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	r.workers = newWorkers(cfg, workerSpec{
 		command: cfg.WorkerCommand, env: cfg.WorkerEnv, dir: filepath.Join(cfg.Out, DirWorkers),
-		endpoints: r.cluster.endpoints(), api: r.cluster.apiAddrs(), ca: certs.CA, cert: cert, key: key, store: r.store.addr,
+		endpoints: r.cluster.ClientAddrs(), api: r.cluster.APIAddrs(), ca: certs.CA, cert: cert, key: key, store: r.store.addr,
 		sessionTTL: cfg.SessionTTL, lockDelay: cfg.LockDelay, seed: cfg.Seed, bug: cfg.InjectBug, verbose: cfg.Verbose,
 	}, r.logf)
 	return nil
@@ -255,7 +255,7 @@ func (r *run) exercise(ctx context.Context, params *Params) error {
 	}
 
 	// Workers stop on a stable cluster, so they can close their sessions.
-	if _, err := r.cluster.waitStable(recoverTimeout); err != nil {
+	if _, err := r.cluster.AwaitLeader(proc.Settled, recoverTimeout); err != nil {
 		r.unavailable("end", "at the end of the run", err)
 	}
 	infos := r.workers.stop(15 * time.Second)
@@ -371,7 +371,7 @@ func (r *run) teardown() {
 		r.store = nil
 	}
 	if r.cluster != nil {
-		r.cluster.stop()
+		r.cluster.Shutdown()
 		r.cluster = nil
 	}
 	if r.faults != nil {
