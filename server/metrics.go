@@ -144,6 +144,9 @@ func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 		descHandshakes, descCapLimit, descCapUsed} {
 		ch <- d
 	}
+	for _, d := range readDescs {
+		ch <- d
+	}
 }
 
 func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
@@ -198,4 +201,5 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedConns.Load()), id, "max-conns")
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedStreams.Load()), id, "max-streams")
+	f.collectReads(ch, id)
 }

@@ -214,6 +214,8 @@ type front struct {
 	// observers are further observers of applied batches (observe).
 	observers []ApplyObserver
 	locks     *lockService // lock.go
+	cache     *cacheTable  // cache.go
+	reads     readCounts   // staleread.go
 	workers   *callWorkers // run the mux streams' calls (workers.go)
 
 	mu     sync.Mutex
@@ -570,7 +572,7 @@ func (f *front) features() session.Feature {
 		// without the mux stands for one built before both.
 		ft |= session.FeatureMux | session.FeatureLockCall
 	}
-	return ft
+	return ft | session.FeatureCache
 }
 
 // requestError gives a request that could not be read its wire error.
@@ -616,7 +618,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 		}
 		return
 	}
-	if req.Type == session.MsgLockNotices || req.Type == session.MsgMux {
+	if req.Type == session.MsgLockNotices || req.Type == session.MsgMux || req.Type == session.MsgCache {
 		free()
 	}
 	ctx, cancel := context.WithCancel(str.Context())
