@@ -197,7 +197,9 @@ func (w *Watcher) drain(sr *session.StreamReader, resp *session.Response, skip *
 func (w *Watcher) deliver(events []session.WatchEvent, skip *int) (bool, error) {
 	for _, ev := range events {
 		e := Event{Type: EventType(ev.Type), Path: ev.Path, Revision: ev.Rev, Session: ev.Session}
-		w.c.saw(ev.Rev)
+		if w.c != nil { // nil in unit tests of delivery alone
+			w.c.saw(ev.Rev)
+		}
 		switch {
 		case ev.Type == session.EventResync:
 			// Whatever the stream replayed before is void: the watch

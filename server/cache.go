@@ -78,11 +78,12 @@ type cacheTable struct {
 	holders map[*clientConn]*cacheHolder
 	closing map[*cacheHolder]struct{} // streams ended while flushes wait for them
 	byPath  map[string]map[*cacheHolder]struct{}
-	marks   map[string]*cacheMark  // paths with flushes in flight
-	flushes map[uint64]*cacheFlush // by the index of the write
-	nodes   int                    // registrations, all streams
-	bytes   int                    // their estimated size
-	wake    chan struct{}          // the lease loop looks again
+	marks   map[string]*cacheMark   // paths with flushes in flight
+	writes  map[uint64][]*cacheMark // by the index of a write: what its answer waits for
+	order   []uint64                // the indexes in writes, oldest first
+	nodes   int                     // registrations, all streams
+	bytes   int                     // their estimated size
+	wake    chan struct{}           // the lease loop looks again
 	loop    sync.Once
 	goFunc  func(func())
 	stop    <-chan struct{}
@@ -110,7 +111,8 @@ type cacheHolder struct {
 	waits    []cacheWait        // flushes waiting for an ack
 	notify   chan struct{}      // wakes the stream's writer; buffered 1
 	dropped  chan struct{}      // closed when the table drops the stream
-	gone     bool
+	closed   bool               // the stream ended; registrations last until the lease ends
+	gone     bool               // forgotten
 }
 
 type cacheWait struct {
@@ -163,7 +165,7 @@ func newCacheTable(s *Server) *cacheTable {
 		closing: map[*cacheHolder]struct{}{},
 		byPath:  map[string]map[*cacheHolder]struct{}{},
 		marks:   map[string]*cacheMark{},
-		flushes: map[uint64]*cacheFlush{},
+		writes:  map[uint64][]*cacheMark{},
 		wake:    make(chan struct{}, 1),
 		goFunc:  s.goFunc,
 		stop:    s.stop,
@@ -280,45 +282,49 @@ func (t *cacheTable) open(c *clientConn) (*cacheHolder, error) {
 	return h, nil
 }
 
-// close forgets h's registrations when its stream ended. Flushes waiting
-// for it keep waiting until its lease ends (expire): its client may not
-// know yet that the stream is gone and serve its copies until then.
+// close ends h's stream. Its registrations stay until its lease ends
+// (expire): its client may not know yet that the stream is gone and serve
+// its copies until then, so a write of a node it cached waits that long.
 func (t *cacheTable) close(h *cacheHolder) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.gone || h.closed {
+		return
+	}
+	h.closed = true
+	h.queue = nil
+	delete(t.holders, h.c)
+	t.closing[h] = struct{}{}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drop forgets h and everything it cached, and releases the flushes that
+// wait for it: its lease ran out (with invalidations unacknowledged, for
+// an open stream, which then ends).
+func (t *cacheTable) drop(h *cacheHolder) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if h.gone {
 		return
 	}
-	t.forgetLocked(h)
-	if len(h.waits) > 0 {
-		t.closing[h] = struct{}{}
-	}
-}
-
-// drop forgets h because its lease ran out with invalidations
-// unacknowledged: its stream ends, and the flushes stop waiting for it.
-func (t *cacheTable) drop(h *cacheHolder) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !h.gone {
+	h.gone = true
+	if !h.closed {
 		t.lapsed.Add(1)
 		close(h.dropped)
-		t.forgetLocked(h)
 	}
-	delete(t.closing, h)
-	for _, w := range h.waits {
-		t.releaseLocked(w.f)
-	}
-	h.waits = nil
-}
-
-func (t *cacheTable) forgetLocked(h *cacheHolder) {
-	h.gone = true
 	delete(t.holders, h.c)
+	delete(t.closing, h)
 	t.nholders.Add(-1)
 	for p := range h.paths {
 		t.unregisterLocked(h, p)
 	}
+	for _, w := range h.waits {
+		t.releaseLocked(w.f)
+	}
+	h.waits = nil
 }
 
 func (t *cacheTable) unregisterLocked(h *cacheHolder, p string) {
@@ -379,10 +385,13 @@ func (t *cacheTable) registered(c *clientConn, p string) bool {
 	return ok
 }
 
-// Applied queues the invalidations of every cached node a batch changed.
-// It runs on the FSM goroutine and never blocks.
+// Applied queues the invalidations of every cached node a batch changed
+// and records, per write, the flushes its answer waits for: its own and
+// those still in flight on the nodes it changed (a later write of a node
+// must not be acknowledged while a cache may still serve a value older
+// than an earlier one). It runs on the FSM goroutine and never blocks.
 func (t *cacheTable) Applied(results []*namespace.Result) {
-	if t.nholders.Load() == 0 {
+	if t.nholders.Load() == 0 && t.nflushes.Load() == 0 {
 		return
 	}
 	now := time.Now()
@@ -419,39 +428,76 @@ func (t *cacheTable) Applied(results []*namespace.Result) {
 			}
 			t.invalidations.Add(uint64(len(hs)))
 		}
-		if fl == nil {
-			continue
-		}
-		for h, paths := range touched {
-			h.seq++
-			h.queue = append(h.queue, session.Response{Names: paths, Rev: h.seq})
-			if now.Before(h.leaseEnd.Add(t.slack)) {
-				h.waits = append(h.waits, cacheWait{f: fl, seq: h.seq})
-				fl.waiting++
+		if fl != nil {
+			for h, paths := range touched {
+				h.seq++
+				if !h.closed {
+					h.queue = append(h.queue, session.Response{Names: paths, Rev: h.seq})
+					select {
+					case h.notify <- struct{}{}:
+					default:
+					}
+				}
+				if now.Before(h.leaseEnd.Add(t.slack)) {
+					h.waits = append(h.waits, cacheWait{f: fl, seq: h.seq})
+					fl.waiting++
+				}
 			}
-			select {
-			case h.notify <- struct{}{}:
-			default:
+			if fl.waiting > 0 {
+				for _, p := range fl.paths {
+					m := t.marks[p]
+					if m == nil {
+						m = &cacheMark{done: make(chan struct{})}
+						t.marks[p] = m
+					}
+					m.n++
+				}
+				t.nflushes.Add(1)
 			}
 		}
-		if fl.waiting == 0 {
-			continue // every holder's lease is out: none serves its copy
-		}
-		for _, p := range fl.paths {
-			m := t.marks[p]
-			if m == nil {
-				m = &cacheMark{done: make(chan struct{})}
-				t.marks[p] = m
-			}
-			m.n++
-		}
-		t.flushes[fl.index] = fl
-		t.nflushes.Add(1)
+		t.recordWriteLocked(r)
 	}
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
+}
+
+// recordWriteLocked notes the marks the answer of the write at r.Index
+// waits for: those of every node it changed with flushes in flight.
+func (t *cacheTable) recordWriteLocked(r *namespace.Result) {
+	if len(t.marks) == 0 {
+		return
+	}
+	var ms []*cacheMark
+	for i := range r.Events {
+		ev := &r.Events[i]
+		if m := t.marks[ev.Path]; m != nil && isNodeEvent(ev.Type) {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return
+	}
+	t.writes[r.Index] = ms
+	t.order = append(t.order, r.Index)
+	// Forget the oldest records once their flushes are done (nobody
+	// waits for writes proposed elsewhere, or already answered).
+	for len(t.order) > 0 && marksDone(t.writes[t.order[0]]) {
+		delete(t.writes, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+func marksDone(ms []*cacheMark) bool {
+	for _, m := range ms {
+		select {
+		case <-m.done:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // releaseLocked counts one stream of f as done and ends f after the last.
@@ -462,7 +508,6 @@ func (t *cacheTable) releaseLocked(f *cacheFlush) {
 	}
 	close(f.done)
 	t.latency.Observe(time.Since(f.start).Seconds())
-	delete(t.flushes, f.index)
 	t.nflushes.Add(-1)
 	for _, p := range f.paths {
 		m := t.marks[p]
@@ -506,7 +551,7 @@ func (t *cacheTable) extend(h *cacheHolder, end time.Time) {
 func (t *cacheTable) grant(h *cacheHolder) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if h.gone {
+	if h.gone || h.closed {
 		return
 	}
 	h.queue = append(h.queue, session.Response{TTLMillis: t.lease.Milliseconds()})
@@ -536,16 +581,14 @@ func (t *cacheTable) run() {
 	}
 }
 
-// expire drops every waited-for stream whose lease (plus slack) ended by
-// now and returns the next such end (zero: none).
+// expire drops every open stream whose lease (plus slack) ended by now
+// with flushes waiting for it, and every ended stream whose lease ended;
+// it returns the next such end (zero: none).
 func (t *cacheTable) expire(now time.Time) time.Time {
 	var lapsed []*cacheHolder
 	var next time.Time
 	t.mu.Lock()
 	look := func(h *cacheHolder) {
-		if len(h.waits) == 0 {
-			return
-		}
 		end := h.leaseEnd.Add(t.slack)
 		if !now.Before(end) {
 			lapsed = append(lapsed, h)
@@ -554,7 +597,9 @@ func (t *cacheTable) expire(now time.Time) time.Time {
 		}
 	}
 	for _, h := range t.holders {
-		look(h)
+		if len(h.waits) > 0 {
+			look(h)
+		}
 	}
 	for h := range t.closing {
 		look(h)
@@ -566,24 +611,23 @@ func (t *cacheTable) expire(now time.Time) time.Time {
 	return next
 }
 
-// waitWrite returns when the invalidations of the write applied at index
-// are done (at once when it changed no cached node).
+// waitWrite returns when the invalidations the write applied at index
+// waits for are done (at once when it changed no node with one in flight).
 func (t *cacheTable) waitWrite(ctx context.Context, index uint64) error {
 	if t == nil || t.nflushes.Load() == 0 {
 		return nil
 	}
 	t.mu.Lock()
-	f := t.flushes[index]
+	ms := t.writes[index]
 	t.mu.Unlock()
-	if f == nil {
-		return nil
+	for _, m := range ms {
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	select {
-	case <-f.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // gate returns when no invalidation of p that a read may have seen the
@@ -626,7 +670,7 @@ func (t *cacheTable) stats() cacheStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return cacheStats{
-		holders: len(t.holders), nodes: t.nodes, bytes: t.bytes, flushes: len(t.flushes),
+		holders: len(t.holders), nodes: t.nodes, bytes: t.bytes, flushes: int(t.nflushes.Load()),
 		invalidations: t.invalidations.Load(), lapsed: t.lapsed.Load(), fills: t.fills.Load(), refused: t.refused.Load(),
 	}
 }
