@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/server/servertest"
+	"github.com/latch-io/latch/session"
 )
 
 // waitCacheHit reads path Cached until the answer comes from the cache
@@ -102,5 +103,54 @@ func TestStaleReadsFromFollower(t *testing.T) {
 		if string(got) != want {
 			t.Fatalf("a Stale read after the client's own Set(%s) answered %q", want, got)
 		}
+	}
+}
+
+// TestCacheLeaseBoundsWrites: a cache that never acknowledges its
+// invalidations holds a write back only until its lease ends; then the
+// leader drops its stream (the client must drop its cache).
+func TestCacheLeaseBoundsWrites(t *testing.T) {
+	tc := startCluster(t, 3, clusterOptions{})
+	writer := tc.dial(5 * time.Second)
+	ctx := testCtx(t)
+	if _, err := writer.Create(ctx, "/held", []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := session.Dial(ctx, tc.endpoint(tc.WaitLeader()), tc.tls, session.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(session.ConnClosed, "")
+	if _, err := session.Hello(ctx, conn, "silent-cache"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := session.OpenDuplex(ctx, conn, &session.Request{Type: session.MsgCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if first, err := d.Next(); err != nil || first.TTLMillis <= 0 {
+		t.Fatalf("cache stream acknowledgement: %+v, %v", first, err)
+	}
+	if err := d.Send(&session.Request{Type: session.MsgCacheRenew}); err != nil {
+		t.Fatal(err)
+	}
+	if grant, err := d.Next(); err != nil || grant.TTLMillis <= 0 {
+		t.Fatalf("lease grant: %+v, %v", grant, err)
+	}
+	resp, err := session.RoundTrip(ctx, conn, &session.Request{Type: session.MsgGet, Path: "/held", Cache: true})
+	if err != nil || resp.Err() != nil || !resp.Cached {
+		t.Fatalf("cache fill: %+v, %v", resp, err)
+	}
+	// This client never acks: the write completes once the lease ran out.
+	if _, err := writer.Set(ctx, "/held", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	inval, err := d.Next()
+	if err != nil || len(inval.Names) != 1 || inval.Names[0] != "/held" {
+		t.Fatalf("invalidation: %+v, %v", inval, err)
+	}
+	if _, err := d.Next(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("after its lease ran out unacknowledged the stream ends with ErrTimeout, got %v", err)
 	}
 }

@@ -192,8 +192,11 @@ func (c *Config) validateFront() error {
 //     is noticed). A failed expiry is requeued. Opens are leased from the
 //     applied events too, so a session whose client left before the answer
 //     still expires.
-//   - Reads answer with Rev = the applied index taken before reading:
-//     watching from it may repeat a change the read saw, never miss one.
+//   - Node reads answer with Rev = the exact applied index of the state
+//     read (dispatch.go, stableRead), so watching from it misses nothing
+//     and a client's MinRev bounds Stale reads on any member
+//     (staleread.go). Leader reads of a node wait out its client-cache
+//     invalidations in flight (cache.go).
 //     Recursive delete is refused (the client deletes node by node).
 //     Sessions lists at most 10000 sessions (More when cut).
 //   - Watches (watch.go) are served by any member from its own applied
