@@ -47,6 +47,9 @@ import (
 //     for a stream whose lease ran out and then drops the stream (the client
 //     drops its whole cache when the stream ends), as Chubby's master does
 //     with a client it cannot reach.
+//   - A snapshot restore replaces the state without events: the leader
+//     then grants no lease and registers nothing until it dropped every
+//     stream, so a cache outlives a restore by at most its lease.
 //   - Failover: the new leader knows no caches. It needs none: a follower
 //     that acknowledged the old leader's confirmation round refuses to vote
 //     until it has heard from no leader for HeartbeatTimeout (raft's vote
@@ -70,6 +73,10 @@ type cacheTable struct {
 	maxPer int
 	verify func(context.Context) error // confirms leadership (verifyLeader)
 	gen    *applyGen                   // the FSM's apply generation
+	// restores is the FSM's snapshot install count: a restore replaces
+	// the state without events, so every cache is dropped (restored).
+	restores func() uint64
+	restored uint64
 
 	nholders atomic.Int64 // streams open: Applied does nothing without one
 	nflushes atomic.Int64 // flushes in flight: reads and writes wait for nothing without one
@@ -156,20 +163,22 @@ func newCacheTable(s *Server) *cacheTable {
 		maxPer = DefaultMaxCachedPerConn
 	}
 	return &cacheTable{
-		lease:   lease,
-		slack:   lease/50 + time.Millisecond,
-		maxPer:  maxPer,
-		verify:  s.verifyLeader,
-		gen:     &s.fsm.gen,
-		holders: map[*clientConn]*cacheHolder{},
-		closing: map[*cacheHolder]struct{}{},
-		byPath:  map[string]map[*cacheHolder]struct{}{},
-		marks:   map[string]*cacheMark{},
-		writes:  map[uint64][]*cacheMark{},
-		wake:    make(chan struct{}, 1),
-		goFunc:  s.goFunc,
-		stop:    s.stop,
-		latency: cacheInvalidationSeconds.WithLabelValues(s.cfg.ID),
+		lease:    lease,
+		slack:    lease/50 + time.Millisecond,
+		maxPer:   maxPer,
+		verify:   s.verifyLeader,
+		gen:      &s.fsm.gen,
+		restores: s.fsm.restores.Load,
+		restored: s.fsm.restores.Load(),
+		holders:  map[*clientConn]*cacheHolder{},
+		closing:  map[*cacheHolder]struct{}{},
+		byPath:   map[string]map[*cacheHolder]struct{}{},
+		marks:    map[string]*cacheMark{},
+		writes:   map[uint64][]*cacheMark{},
+		wake:     make(chan struct{}, 1),
+		goFunc:   s.goFunc,
+		stop:     s.stop,
+		latency:  cacheInvalidationSeconds.WithLabelValues(s.cfg.ID),
 	}
 }
 
@@ -343,7 +352,7 @@ func (t *cacheTable) unregisterLocked(h *cacheHolder, p string) {
 // after it invalidates c's copy. It reports false when c has no cache
 // stream or its cap is reached.
 func (t *cacheTable) register(c *clientConn, p string) bool {
-	if t.nholders.Load() == 0 {
+	if t.nholders.Load() == 0 || t.checkRestore() {
 		return false
 	}
 	t.mu.Lock()
@@ -548,7 +557,13 @@ func (t *cacheTable) extend(h *cacheHolder, end time.Time) {
 }
 
 // grant queues a lease grant behind every invalidation queued so far.
+// After a snapshot restore it grants none: every stream is dropped instead
+// (checkRestore), so no cache outlives the state it copied by more than
+// the lease it holds.
 func (t *cacheTable) grant(h *cacheHolder) {
+	if t.checkRestore() {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if h.gone || h.closed {
@@ -579,6 +594,27 @@ func (t *cacheTable) run() {
 		case <-timer.C:
 		}
 	}
+}
+
+// checkRestore drops every stream when a snapshot was installed since the
+// last look, and reports whether it did.
+func (t *cacheTable) checkRestore() bool {
+	n := t.restores()
+	t.mu.Lock()
+	if n == t.restored {
+		t.mu.Unlock()
+		return false
+	}
+	t.restored = n
+	all := make([]*cacheHolder, 0, len(t.holders))
+	for _, h := range t.holders {
+		all = append(all, h)
+	}
+	t.mu.Unlock()
+	for _, h := range all {
+		t.drop(h)
+	}
+	return true
 }
 
 // expire drops every open stream whose lease (plus slack) ended by now
