@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latch-io/latch/session"
@@ -39,6 +40,10 @@ type Client struct {
 
 	kaWake chan struct{} // wakes the keepalive loop; buffered 1
 	locks  *lockFollower // the held locks (lockfollow.go)
+
+	seen  atomic.Uint64 // the highest revision seen in any answer (readlink.go)
+	rd    readRouter    // the read connection (readlink.go)
+	cache *clientCache  // the client cache (cache.go)
 }
 
 // Dial connects to the cluster named by cfg and opens the default session
@@ -65,6 +70,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.locks = newLockFollower(c)
+	c.cache = newClientCache(c, cfg.CacheNodes)
 	c.wg.Add(2)
 	go c.connectLoop()
 	go c.keepaliveLoop()

@@ -63,6 +63,21 @@ type Config struct {
 	// connection attempts over all endpoints: it doubles from MinBackoff up
 	// to MaxBackoff, each pause jittered. Defaults 20ms and 1s.
 	MinBackoff, MaxBackoff time.Duration
+	// ReadEndpoints are the members (client addresses, host:port) that
+	// answer this client's Stale reads, watches and Stale lock-queue
+	// reads, nearest first: the client keeps a second connection to the
+	// first one that answers. Empty: the member that answers a probe
+	// fastest among those that are not the leader (followers and
+	// learners, from Endpoints and the cluster's member list), else the
+	// leader. Writes and linearizable reads always go to the leader.
+	ReadEndpoints []string
+	// LeaderReads sends Stale reads and watches to the leader, on the one
+	// connection, as every other call (no second connection).
+	LeaderReads bool
+	// CacheNodes caps the nodes the client cache holds (Cached reads):
+	// beyond it Cached reads are answered by the leader without caching
+	// until invalidations free room. Default 4096.
+	CacheNodes int
 	// ClientName is sent to the server for its logs. Default the program's
 	// name.
 	ClientName string
@@ -82,6 +97,7 @@ func DefaultConfig() Config {
 		MaxRedirects:       5,
 		MinBackoff:         20 * time.Millisecond,
 		MaxBackoff:         time.Second,
+		CacheNodes:         4096,
 		ClientName:         filepath.Base(os.Args[0]),
 		Logger:             slog.New(slog.DiscardHandler),
 	}
@@ -113,6 +129,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = max(d.MaxBackoff, c.MinBackoff)
 	}
+	if c.CacheNodes == 0 {
+		c.CacheNodes = d.CacheNodes
+	}
 	if c.ClientName == "" {
 		c.ClientName = d.ClientName
 	}
@@ -137,7 +156,14 @@ func (c Config) Validate() error {
 			return bad("Endpoints", "%q needs a host and a port", e)
 		}
 	}
+	for _, e := range c.ReadEndpoints {
+		if _, _, err := net.SplitHostPort(e); err != nil {
+			return bad("ReadEndpoints", "%q is not host:port: %v", e, err)
+		}
+	}
 	switch {
+	case c.CacheNodes < 0:
+		return bad("CacheNodes", "%d is negative", c.CacheNodes)
 	case c.SessionTTL < 0:
 		return bad("SessionTTL", "%v is negative", c.SessionTTL)
 	case c.SessionTTL > 0 && c.SessionTTL < 3*time.Millisecond:

@@ -18,7 +18,8 @@
 //
 // # Connection and failover
 //
-// A Client keeps one QUIC connection, to the leader. To find it, the
+// A Client keeps one QUIC connection to the leader (and one to a read
+// member, below). To find the leader, the
 // client first asks every endpoint at once with one datagram
 // (session.Probe: no handshake) and completes the QUIC+TLS handshake with
 // the member that answers it is the ready leader, then says Hello,
@@ -66,6 +67,41 @@
 // decides (read back, or retry knowing the write is idempotent). A write
 // refused with ErrNotLeader or ErrNoLeader was not applied and is retried,
 // and so is one that found its connection already closed before sending.
+//
+// # Follower reads and the client cache
+//
+// Stale reads, watches and Stale lock-queue reads go to a second
+// connection, to a nearby member: Config.ReadEndpoints (nearest first),
+// else the member that is not the leader and answers a probe fastest (a
+// follower or learner), else the leader; Config.LeaderReads keeps them on
+// the leader's connection. The connection is made the first time one is
+// needed. Writes, linearizable reads, sessions and locks stay on the
+// leader's.
+//
+// What a Stale read guarantees: it may miss writes other clients made a
+// moment ago, but it is monotonic for the client: never older than any
+// state the client already saw, whichever members answer. The client keeps
+// the highest revision it saw in any answer (writes, reads, watch events;
+// Client.Revision) and sends it as the read's MinRev; a member that has not
+// applied it waits up to 100ms, then answers ErrBehind, and the client
+// answers the read from the leader and gives that member up for 2s while
+// it looks for another. Members answer reads with the exact revision of
+// the state read (no batch is applied during the read), so the revision is
+// a bound both ways. A client's own writes are therefore visible to its
+// Stale reads at once (read-your-writes), and Sync raises the revision to
+// the leader's.
+//
+// Cached (Get, Stat, Exists) answers from the client cache: Chubby's
+// design, see cache.go. The leader invalidates a cached node on the
+// connection's cache stream before it acknowledges a write that changes
+// it, and a write of a node whose invalidations are still in flight waits
+// for them too; so a cached read never returns a value older than a write
+// that completed before the read began. The cache serves only within a
+// lease the leader grants after confirming its leadership (at most the
+// raft heartbeat timeout: no new leader can acknowledge a write before it
+// ends), and is dropped whole when the connection to the leader changes or
+// the stream ends. At most Config.CacheNodes nodes; CacheStats reports
+// hits, misses, invalidations and memory.
 //
 // # Sessions
 //

@@ -59,6 +59,11 @@ var (
 	ErrInternal        = session.ErrInternal
 	ErrUnknownCode     = session.ErrUnknownCode
 	ErrBadCert         = session.ErrBadCert
+	// ErrBehind: the member asked for a Stale read had not applied the
+	// newest revision this client has seen. The client retries such a read
+	// on another member or the leader itself; it reaches the caller only
+	// when ctx ended first.
+	ErrBehind = session.ErrBehind
 
 	// The client's own errors.
 	ErrClosed        = errors.New("latch: client closed")

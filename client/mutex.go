@@ -225,7 +225,7 @@ func (c *Client) CheckSequencer(ctx context.Context, sq Sequencer) (bool, error)
 // the lock unavailable. At most 10000 are listed.
 func (c *Client) LockQueue(ctx context.Context, path string, opts ...ReadOption) ([]LockInfo, error) {
 	o := buildRead(opts)
-	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgLockQueue, Path: path, Stale: o.stale})
+	resp, err := c.read(ctx, o, &session.Request{Type: session.MsgLockQueue, Path: path})
 	if err != nil {
 		return nil, err
 	}

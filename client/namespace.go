@@ -43,7 +43,17 @@ func (c *Client) create(ctx context.Context, s *Session, path string, data []byt
 // Get returns path's data and metadata. Errors: ErrNoNode, ErrBadPath.
 func (c *Client) Get(ctx context.Context, path string, opts ...ReadOption) ([]byte, Stat, error) {
 	o := buildRead(opts)
-	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgGet, Path: path, Stale: o.stale})
+	if o.cached {
+		e, err := c.cache.read(ctx, path)
+		if err != nil {
+			return nil, Stat{}, err
+		}
+		if !e.exists {
+			return nil, Stat{}, fmt.Errorf("%w: %s", ErrNoNode, path)
+		}
+		return e.data, e.stat, nil
+	}
+	resp, err := c.read(ctx, o, &session.Request{Type: session.MsgGet, Path: path})
 	if err != nil {
 		return nil, Stat{}, err
 	}
@@ -140,7 +150,17 @@ func join(parent, name string) string {
 // Stat returns path's metadata. Errors: ErrNoNode, ErrBadPath.
 func (c *Client) Stat(ctx context.Context, path string, opts ...ReadOption) (Stat, error) {
 	o := buildRead(opts)
-	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgStat, Path: path, Stale: o.stale})
+	if o.cached {
+		e, err := c.cache.read(ctx, path)
+		if err != nil {
+			return Stat{}, err
+		}
+		if !e.exists {
+			return Stat{}, fmt.Errorf("%w: %s", ErrNoNode, path)
+		}
+		return e.stat, nil
+	}
+	resp, err := c.read(ctx, o, &session.Request{Type: session.MsgStat, Path: path})
 	if err != nil {
 		return Stat{}, err
 	}
@@ -150,11 +170,26 @@ func (c *Client) Stat(ctx context.Context, path string, opts ...ReadOption) (Sta
 // Exists reports whether path exists, with its metadata when it does.
 func (c *Client) Exists(ctx context.Context, path string, opts ...ReadOption) (bool, Stat, error) {
 	o := buildRead(opts)
-	resp, err := c.do(ctx, nil, &session.Request{Type: session.MsgExists, Path: path, Stale: o.stale})
+	if o.cached {
+		e, err := c.cache.read(ctx, path)
+		if err != nil {
+			return false, Stat{}, err
+		}
+		return e.exists, e.stat, nil
+	}
+	resp, err := c.read(ctx, o, &session.Request{Type: session.MsgExists, Path: path})
 	if err != nil {
 		return false, Stat{}, err
 	}
 	return resp.Exists, resp.Stat, nil
+}
+
+// read sends a read to the leader, or with Stale to the read member.
+func (c *Client) read(ctx context.Context, o readOptions, req *session.Request) (*session.Response, error) {
+	if o.stale {
+		return c.staleDo(ctx, req)
+	}
+	return c.do(ctx, nil, req)
 }
 
 // Children returns the names (not paths) of path's children, sorted. It
@@ -166,11 +201,11 @@ func (c *Client) Children(ctx context.Context, path string, opts ...ChildrenOpti
 	var names []string
 	after := o.after
 	for {
-		req := &session.Request{Type: session.MsgChildren, Path: path, After: after, Stale: o.stale}
+		req := &session.Request{Type: session.MsgChildren, Path: path, After: after}
 		if o.limit > 0 {
 			req.Limit = int32(min(o.limit-len(names), 1<<30))
 		}
-		resp, err := c.do(ctx, nil, req)
+		resp, err := c.read(ctx, readOptions{stale: o.stale}, req)
 		if err != nil {
 			return nil, err
 		}
@@ -185,8 +220,9 @@ func (c *Client) Children(ctx context.Context, path string, opts ...ChildrenOpti
 	}
 }
 
-// Sync returns once the member serving the client has applied every write
-// committed before the call, so a Stale read after it sees them.
+// Sync returns once the leader has applied every write committed before
+// the call, and raises the client's revision to it, so a Stale read after
+// it (on any member) sees them.
 func (c *Client) Sync(ctx context.Context) error {
 	_, err := c.do(ctx, nil, &session.Request{Type: session.MsgSync})
 	return err

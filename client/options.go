@@ -32,7 +32,7 @@ type WatchOption interface{ applyWatch(*watchOptions) }
 
 type createOptions struct{ flags namespace.CreateFlags }
 
-type readOptions struct{ stale bool }
+type readOptions struct{ stale, cached bool }
 
 type childrenOptions struct {
 	stale bool
@@ -82,10 +82,27 @@ type StaleOption struct{}
 func (StaleOption) applyRead(o *readOptions)         { o.stale = true }
 func (StaleOption) applyChildren(o *childrenOptions) { o.stale = true }
 
-// Stale lets the member the client is connected to answer from its local
-// state without confirming leadership first: faster, but it may miss
-// writes acknowledged a moment ago. Reads are linearizable without it.
+// Stale lets a nearby member (the client's read member: a follower or
+// learner, see Config.ReadEndpoints) answer from its local state without
+// the leader confirming leadership: reads scale with members, but may
+// miss writes acknowledged a moment ago by other clients. A Stale read is
+// monotonic for the client: it never returns state older than any the
+// client already saw (its own writes included), whichever member answers.
+// Reads are linearizable without it.
 func Stale() StaleOption { return StaleOption{} }
+
+// CachedOption is returned by Cached.
+type CachedOption struct{}
+
+func (CachedOption) applyRead(o *readOptions) { o.cached = true }
+
+// Cached answers Get, Stat and Exists from the client cache when it holds
+// the node, without a round trip, and otherwise reads from the leader and
+// caches the answer (data, metadata and existence). A cached read is
+// consistent: the leader invalidates the copy before a write that changes
+// the node is acknowledged, so it never returns a value older than a write
+// that completed before the read began (see the package documentation).
+func Cached() CachedOption { return CachedOption{} }
 
 type afterOption string
 

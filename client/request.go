@@ -71,6 +71,7 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 			}
 			continue
 		}
+		c.saw(resp.Rev)
 		err = resp.Err()
 		if err == nil {
 			return resp, l, nil
@@ -154,6 +155,11 @@ func (c *Client) onError(ctx context.Context, l *link, s *Session, req *session.
 		if *idle%noLeaderDrop == 0 {
 			c.drop(l, "", err)
 		}
+		return c.sleep(ctx, min(*idle, 2)), c.gaveUp(ctx, err)
+	case errors.Is(err, ErrBehind):
+		// A Stale read on a member that has not applied what this client
+		// saw yet (a leader just elected): it will soon.
+		*idle++
 		return c.sleep(ctx, min(*idle, 2)), c.gaveUp(ctx, err)
 	case errors.Is(err, namespace.ErrClosed):
 		// The member is shutting down: go elsewhere.

@@ -69,7 +69,7 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...WatchOption) (*
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(c.ctx, w.cancel)
 	req := w.req
-	sr, first, _, err := c.stream(w.ctx, nil, &req, w.open)
+	sr, first, err := c.watchStream(w.ctx, &req, w.open)
 	if err != nil {
 		stopOnClose()
 		w.cancel()
@@ -168,7 +168,7 @@ func (w *Watcher) run(sr *session.StreamReader, resp *session.Response) {
 		}
 		req := w.req
 		req.FromRev, skip = w.resumePoint()
-		sr, resp, _, err = w.c.stream(w.ctx, nil, &req, w.open)
+		sr, resp, err = w.c.watchStream(w.ctx, &req, w.open)
 		if err != nil {
 			w.finish(err)
 			return
@@ -198,6 +198,9 @@ func (w *Watcher) deliver(events []session.WatchEvent, skip *int) (bool, error) 
 	for _, ev := range events {
 		e := Event{Type: EventType(ev.Type), Path: ev.Path, Revision: ev.Rev, Session: ev.Session,
 			Token: ev.Token, Mode: ev.Mode, Cause: ev.Cause, Waiter: ev.Waiter, WaiterSession: ev.WaiterSession}
+		if w.c != nil { // nil in unit tests of delivery alone
+			w.c.saw(ev.Rev)
+		}
 		switch {
 		case ev.Type == session.EventResync:
 			// Whatever the stream replayed before is void: the watch

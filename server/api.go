@@ -20,8 +20,9 @@ package server
 //     else it is ignored. A forwarded request is never forwarded again:
 //     a member that is not the leader answers 503 with Latch-Retry, and
 //     the first member looks for the leader again until ApplyTimeout.
-//     Watches, election observation and the console's static files are
-//     served by the member itself from its own applied state.
+//     Watches, election observation, stale reads (?stale=true on nodes,
+//     children and stat) and the console's static files are served by the
+//     member itself from its own applied state.
 //   - Sessions: open returns a token "<id>.<secret hex>" that later
 //     requests carry in the Latch-Session header; the secret is checked
 //     on every request as a resume would check it. A lock request without
@@ -280,6 +281,9 @@ type apiRoute struct {
 	// local routes are served by any member from its own state; the
 	// others by the leader (followers forward them).
 	local bool
+	// staleLocal routes are local when the request asks ?stale=true: a
+	// stale read is answered by the member asked, from its own state.
+	staleLocal bool
 	// stream routes count against APIMaxWatches, not APIMaxRequests.
 	stream bool
 	h      apiHandler
@@ -364,7 +368,7 @@ func (a *apiFront) wrap(rt apiRoute) http.Handler {
 			return
 		}
 		c := a.callerOf(r)
-		if rt.local {
+		if stale, err := staleParam(r); rt.local || rt.staleLocal && stale && err == nil {
 			rt.h(w, r, c)
 			return
 		}
@@ -585,7 +589,7 @@ func apiStatus(c session.Code) int {
 		return http.StatusGatewayTimeout
 	case session.CodeCanceled:
 		return http.StatusRequestTimeout
-	case session.CodeNotLeader, session.CodeNoLeader, session.CodeClosed, session.CodeUnknownOutcome:
+	case session.CodeNotLeader, session.CodeNoLeader, session.CodeClosed, session.CodeUnknownOutcome, session.CodeBehind:
 		return http.StatusServiceUnavailable
 	case session.CodeInternal:
 		return http.StatusInternalServerError

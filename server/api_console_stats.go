@@ -160,7 +160,7 @@ func (st *consoleStats) Applied(results []*namespace.Result) {
 	var n uint64
 	for _, r := range results {
 		for i := range r.Events {
-			if t := r.Events[i].Type; isWatchable(t) && !t.IsLockEvent() {
+			if isNodeEvent(r.Events[i].Type) {
 				n++
 			}
 		}

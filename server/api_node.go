@@ -29,12 +29,12 @@ func (a *apiFront) routeTable() []apiRoute {
 		{method: "POST", pattern: "/api/v1/sessions/{id}/keepalive", h: a.keepAlive},
 		{method: "DELETE", pattern: "/api/v1/sessions/{id}", h: a.closeSession},
 
-		{method: "GET", pattern: "/api/v1/nodes/{path...}", h: a.getNode},
+		{method: "GET", pattern: "/api/v1/nodes/{path...}", staleLocal: true, h: a.getNode},
 		{method: "POST", pattern: "/api/v1/nodes/{path...}", h: a.createNode},
 		{method: "PUT", pattern: "/api/v1/nodes/{path...}", h: a.setNode},
 		{method: "DELETE", pattern: "/api/v1/nodes/{path...}", h: a.deleteNode},
-		{method: "GET", pattern: "/api/v1/children/{path...}", h: a.children},
-		{method: "GET", pattern: "/api/v1/stat/{path...}", h: a.stat},
+		{method: "GET", pattern: "/api/v1/children/{path...}", staleLocal: true, h: a.children},
+		{method: "GET", pattern: "/api/v1/stat/{path...}", staleLocal: true, h: a.stat},
 		{method: "POST", pattern: "/api/v1/multi", h: a.multi},
 		{method: "POST", pattern: "/api/v1/txn", h: a.txn}, // api_txn.go
 

@@ -122,6 +122,18 @@ type Config struct {
 	// when ctx has no earlier deadline. Default 10s.
 	ApplyTimeout time.Duration
 
+	// Client cache (cache.go).
+
+	// CacheLease is how long a client may serve its cached nodes after the
+	// leader confirmed its leadership for it; writes wait at most this long
+	// for a client that does not acknowledge an invalidation. At most
+	// HeartbeatTimeout, so that no new leader acknowledges a write before
+	// every lease of the old one ran out. Default HeartbeatTimeout.
+	CacheLease time.Duration
+	// MaxCachedPerConn caps the nodes one client connection caches on the
+	// leader; a read beyond it is answered but not cached. Default 10000.
+	MaxCachedPerConn int
+
 	// Member traffic (transport.go, auth.go).
 
 	// ClusterCA (PEM) is the CA of the cluster's members and admins: a raft
@@ -399,6 +411,10 @@ func (c *Config) Validate() error {
 		return bad("HeartbeatTimeout", "%v is below 5ms", c.HeartbeatTimeout)
 	case c.ElectionTimeout < c.HeartbeatTimeout:
 		return bad("ElectionTimeout", "%v is below HeartbeatTimeout %v", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.CacheLease < 0 || c.CacheLease > c.HeartbeatTimeout:
+		return bad("CacheLease", "%v must be between 0 (HeartbeatTimeout) and HeartbeatTimeout %v", c.CacheLease, c.HeartbeatTimeout)
+	case c.MaxCachedPerConn < 0:
+		return bad("MaxCachedPerConn", "%d is negative", c.MaxCachedPerConn)
 	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
 		return bad("LeaderLeaseTimeout", "%v must be between 5ms and HeartbeatTimeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	case c.CommitTimeout <= 0:

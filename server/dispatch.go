@@ -42,6 +42,7 @@ func (f *front) register() {
 	f.registerLocks()       // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
 	f.registerLockHistory() // lockhistory.go: MsgLockHistory
 	f.registerACL()         // acl.go: MsgACL, MsgACLSet, MsgACLRemove
+	f.registerCache()       // cache.go: MsgCache and the cache observer
 }
 
 // handleUnary makes h the handler of requests of type t.
@@ -58,16 +59,78 @@ func (f *front) handleStream(t session.MsgType, h streamHandler) {
 
 // readAt makes a read linearizable unless it asked for Stale, and returns
 // the revision to answer with: the applied index before the read, so that
-// watching from it misses nothing that the read did not see.
+// watching from it misses nothing that the read did not see. A Stale read
+// waits for MinRev (staleread.go).
 func (f *front) readAt(ctx context.Context, req *session.Request) (uint64, error) {
 	if !req.Stale {
 		if err := f.s.LinearizableRead(ctx); err != nil {
 			return 0, err
 		}
+		f.reads.linearizable.Add(1)
 	} else if err := f.s.running(); err != nil {
 		return 0, err
+	} else {
+		if err := f.waitMinRev(ctx, req.MinRev); err != nil {
+			return 0, err
+		}
+		f.reads.stale.Add(1)
 	}
 	return f.s.fsmApplied(), nil
+}
+
+// nodeRead reads one node (or its children) for req on behalf of c and
+// returns the revision the read saw exactly (stableRead). A linearizable
+// read then waits out the client-cache invalidations of the node it may
+// have seen written (cache.go), and one asking to Cache registers the node
+// first; cached says whether it stays registered for c.
+func (f *front) nodeRead(ctx context.Context, c *clientConn, req *session.Request, read func() error) (rev uint64, cached bool, err error) {
+	if req.Cache && !req.Stale {
+		f.reads.fills.Add(1)
+		cached = f.cache.register(c, req.Path)
+	}
+	rev, stable, gen, err := f.stableRead(ctx, read)
+	if req.Stale {
+		return rev, false, err
+	}
+	if gerr := f.cache.gate(ctx, req.Path, stable, gen); gerr != nil {
+		return 0, false, gerr
+	}
+	if cached {
+		cached = f.cache.registered(c, req.Path)
+	}
+	return rev, cached, err
+}
+
+// maxStableTries bounds how often stableRead reads again because a batch
+// was applied meanwhile.
+const maxStableTries = 16
+
+// stableRead runs read while no batch is being applied (the FSM's apply
+// generation is even and the same before and after), so the state it saw
+// is exactly the applied index, which it returns: a client that saw that
+// revision never reads older state from another member (MinRev), and
+// watching from it misses nothing. Reads are local and short, so a batch
+// rarely overlaps one; after maxStableTries it answers with the index
+// applied before the read (stable false; gen is the generation after).
+func (f *front) stableRead(ctx context.Context, read func() error) (rev uint64, stable bool, gen uint64, err error) {
+	g := &f.s.fsm.gen
+	for try := 1; ; try++ {
+		before := g.load()
+		rev = f.s.fsmApplied()
+		err = read()
+		gen = g.load()
+		if before == gen && gen%2 == 0 {
+			return rev, true, gen, err
+		}
+		if try == maxStableTries {
+			return rev, false, gen, err
+		}
+		if gen%2 == 1 {
+			if werr := g.wait(ctx, gen+1); werr != nil {
+				return 0, false, gen, werr
+			}
+		}
+	}
 }
 
 func (f *front) get(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
@@ -78,11 +141,19 @@ func (f *front) get(ctx context.Context, c *clientConn, req *session.Request) (*
 	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
-	data, st, err := f.s.store.Get(req.Path)
+	var (
+		data []byte
+		st   namespace.Stat
+	)
+	rev, cached, err := f.nodeRead(ctx, c, req, func() (err error) {
+		data, st, err = f.s.store.Get(req.Path)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		// A node known absent is cached too (Cached with ErrNoNode).
+		return &session.Response{Rev: rev, Cached: cached}, err
 	}
-	return &session.Response{Data: data, Stat: st, Rev: rev}, nil
+	return &session.Response{Data: data, Stat: st, Rev: rev, Cached: cached}, nil
 }
 
 func (f *front) stat(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
@@ -93,11 +164,15 @@ func (f *front) stat(ctx context.Context, c *clientConn, req *session.Request) (
 	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
-	st, err := f.s.store.Stat(req.Path)
+	var st namespace.Stat
+	rev, cached, err := f.nodeRead(ctx, c, req, func() (err error) {
+		st, err = f.s.store.Stat(req.Path)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return &session.Response{Rev: rev, Cached: cached}, err
 	}
-	return &session.Response{Stat: st, Rev: rev}, nil
+	return &session.Response{Stat: st, Rev: rev, Cached: cached}, nil
 }
 
 func (f *front) exists(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
@@ -108,11 +183,18 @@ func (f *front) exists(ctx context.Context, c *clientConn, req *session.Request)
 	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
-	ok, st, err := f.s.store.Exists(req.Path)
+	var (
+		ok bool
+		st namespace.Stat
+	)
+	rev, cached, err := f.nodeRead(ctx, c, req, func() (err error) {
+		ok, st, err = f.s.store.Exists(req.Path)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &session.Response{Exists: ok, Stat: st, Rev: rev}, nil
+	return &session.Response{Exists: ok, Stat: st, Rev: rev, Cached: cached}, nil
 }
 
 func (f *front) children(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
@@ -123,7 +205,18 @@ func (f *front) children(ctx context.Context, c *clientConn, req *session.Reques
 	if err := f.canRead(c, req.Path); err != nil {
 		return nil, err
 	}
-	names, more, err := f.s.store.Children(req.Path, req.After, int(req.Limit))
+	var (
+		names []string
+		more  bool
+	)
+	// Children are never cached; the read still waits for invalidations
+	// of the node (its children changed) like any linearizable read.
+	plain := *req
+	plain.Cache = false
+	rev, _, err = f.nodeRead(ctx, c, &plain, func() (err error) {
+		names, more, err = f.s.store.Children(req.Path, req.After, int(req.Limit))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,10 @@ type fsm struct {
 	applied  uint64
 	changed  chan struct{} // closed and replaced whenever applied advances
 	restores atomic.Uint64 // snapshot installs, for Status and tests
+	// gen brackets each batch, observers included (cache.go: a leader
+	// read of a cached node knows whether it may have seen a write whose
+	// invalidation is not queued yet).
+	gen applyGen
 	// decodeErrors counts entries applied as no-ops because they did not
 	// decode, for metrics.
 	decodeErrors atomic.Uint64
@@ -76,6 +80,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 // ApplyBatch applies the command logs of a batch in one namespace batch and
 // returns one *namespace.Result per command log (nil for other types).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	f.gen.begin()
+	defer f.gen.end()
 	out := make([]any, len(logs))
 	entries := make([]namespace.BatchEntry, 0, len(logs))
 	slots := make([]int, 0, len(logs))
@@ -227,6 +233,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	defer snap.Close()
+	f.gen.begin()
+	defer f.gen.end()
 	if err := f.store.Restore(snap); err != nil {
 		return err
 	}

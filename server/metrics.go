@@ -149,6 +149,9 @@ func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descSchedLag, descResumeFailures, descResumeRefused} {
 		ch <- d
 	}
+	for _, d := range readDescs {
+		ch <- d
+	}
 }
 
 func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
@@ -212,4 +215,5 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	}
 	gauge(descAdmRate, float64(f.adm.rateNow.Load()))
 	gauge(descSchedLag, time.Duration(f.adm.lagNanos.Load()).Seconds())
+	f.collectReads(ch, id)
 }

@@ -79,6 +79,13 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	} else {
 		s.metrics.proposed("ok", start)
 	}
+	if s.front != nil {
+		// Acknowledged only once every client cache holding a node it
+		// changed dropped it (cache.go); nothing to wait for otherwise.
+		if err := s.front.cache.waitWrite(ctx, res.Index); err != nil {
+			return nil, fmt.Errorf("%w: applied, but client caches were not invalidated in time: %w", ErrUnknownOutcome, err)
+		}
+	}
 	return res, nil
 }
 

@@ -199,8 +199,11 @@ func (c *Config) validateFront() error {
 //     is noticed). A failed expiry is requeued. Opens are leased from the
 //     applied events too, so a session whose client left before the answer
 //     still expires.
-//   - Reads answer with Rev = the applied index taken before reading:
-//     watching from it may repeat a change the read saw, never miss one.
+//   - Node reads answer with Rev = the exact applied index of the state
+//     read (dispatch.go, stableRead), so watching from it misses nothing
+//     and a client's MinRev bounds Stale reads on any member
+//     (staleread.go). Leader reads of a node wait out its client-cache
+//     invalidations in flight (cache.go).
 //     Recursive delete is refused (the client deletes node by node).
 //     Sessions lists at most 10000 sessions (More when cut).
 //   - Watches (watch.go) are served by any member from its own applied
@@ -221,6 +224,8 @@ type front struct {
 	// observers are further observers of applied batches (observe).
 	observers []ApplyObserver
 	locks     *lockService // lock.go
+	cache     *cacheTable  // cache.go
+	reads     readCounts   // staleread.go
 	workers   *callWorkers // run the mux streams' calls (workers.go)
 	adm       *admission   // admission.go: who may start a handshake
 
@@ -585,7 +590,7 @@ func (f *front) features() session.Feature {
 		// without the mux stands for one built before both.
 		ft |= session.FeatureMux | session.FeatureLockCall
 	}
-	return ft
+	return ft | session.FeatureCache
 }
 
 // requestError gives a request that could not be read its wire error.
@@ -631,7 +636,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 		}
 		return
 	}
-	if req.Type == session.MsgLockNotices || req.Type == session.MsgMux {
+	if req.Type == session.MsgLockNotices || req.Type == session.MsgMux || req.Type == session.MsgCache {
 		free()
 	}
 	ctx, cancel := context.WithCancel(str.Context())

@@ -171,12 +171,16 @@ func (w *watcher) wake() {
 
 // isWatchable reports whether a watch can report t: node events, and
 // lock events (for watches with WatchLocks). Session events carry no path.
-func isWatchable(t namespace.EventType) bool {
+func isWatchable(t namespace.EventType) bool { return isNodeEvent(t) || t.IsLockEvent() }
+
+// isNodeEvent reports whether t changes a node: created, deleted, data or
+// children changed.
+func isNodeEvent(t namespace.EventType) bool {
 	switch t {
 	case namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged, namespace.EventChildrenChanged:
 		return true
 	}
-	return t.IsLockEvent()
+	return false
 }
 
 // watchedAt is the path whose non-recursive watchers may want ev: the

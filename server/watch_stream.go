@@ -38,6 +38,9 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 	if err := f.canRead(c, req.Path); err != nil {
 		return err
 	}
+	if err := f.waitMinRev(ctx, req.MinRev); err != nil {
+		return err // a client moving between members never goes back in time
+	}
 	if err := c.addWatch(f.s.cfg.MaxWatchesPerConn); err != nil {
 		return err
 	}

@@ -79,6 +79,11 @@ var (
 	// ErrSnapshotTooSoon: a snapshot was asked for within the minimum
 	// interval of the last one; retry after it.
 	ErrSnapshotTooSoon = errors.New("latch: snapshot asked for too soon after the last one")
+
+	// ErrBehind: a Stale read or watch asked for a revision (MinRev) this
+	// member has not applied yet, and it did not catch up within a
+	// moment. Nothing was read; ask another member or the leader.
+	ErrBehind = errors.New("latch: member is behind the revision asked for")
 )
 
 // Code is an error's number on the wire. Values are part of the protocol:
@@ -148,6 +153,9 @@ const (
 	// Cells errors (140–144).
 	CodeWrongCell Code = 140
 
+	// Read errors (150–154).
+	CodeBehind Code = 150
+
 	// Member traffic (115–119).
 	CodeAdminDenied     Code = 115
 	CodeMemberExists    Code = 116
@@ -198,6 +206,7 @@ var codeTable = []struct {
 	{CodeMethodNotAllowed, ErrMethodNotAllowed, "MethodNotAllowed"},
 	{CodeNoElectionLeader, ErrNoElectionLeader, "NoElectionLeader"},
 	{CodeWrongCell, ErrWrongCell, "WrongCell"},
+	{CodeBehind, ErrBehind, "Behind"},
 	{CodePermissionDenied, namespace.ErrPermissionDenied, "PermissionDenied"},
 	{CodeReservedName, namespace.ErrReservedName, "ReservedName"},
 	{CodeBadRule, namespace.ErrBadRule, "BadRule"},

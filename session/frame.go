@@ -122,8 +122,9 @@ func readMessage(r io.Reader, max int, v any) (int, error) {
 // bytes and then the end of the stream (the client closes its side right
 // after the frame, so this does not wait). Having read to the end, the
 // server's receive side is finished and quic-go can retire the stream once
-// the answer is sent. A MsgMux frame is returned at once: that stream
-// stays open (serve it with NewMuxServer). Errors: io.EOF (no frame), io.ErrUnexpectedEOF
+// the answer is sent. A MsgMux or MsgCache frame is returned at once: that
+// stream stays open (serve it with NewMuxServer; read a cache stream's
+// further frames with ReadNextRequest). Errors: io.EOF (no frame), io.ErrUnexpectedEOF
 // (wrapped; truncated), ErrFrameTooLarge, ErrMalformed (also for bytes
 // after the frame), or the reader's own error.
 func ReadRequest(r io.Reader, max int) (*Request, error) {
@@ -131,7 +132,7 @@ func ReadRequest(r io.Reader, max int) (*Request, error) {
 	if _, err := readMessage(r, max, req); err != nil {
 		return nil, err
 	}
-	if req.Type == MsgMux {
+	if req.Type == MsgMux || req.Type == MsgCache {
 		return req, nil
 	}
 	if err := expectEnd(r); err != nil {

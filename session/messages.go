@@ -162,6 +162,28 @@ const (
 	MsgTxn MsgType = 70
 )
 
+// Client cache messages (80-82), only to a server whose Hello answer has
+// FeatureCache.
+const (
+	// MsgCache opens the connection's cache stream (at most one per
+	// connection, on the leader; it takes no request slot). The first
+	// frame acknowledges it (TTLMillis: the cache lease). Then the server
+	// sends invalidations (Names: the paths to drop, Rev: the
+	// invalidation's sequence number on the stream) and lease grants
+	// (TTLMillis, no Names), in order; the client writes MsgCacheAck and
+	// MsgCacheRenew requests on the same stream. Ending the stream, from
+	// either side, drops every registration: the client must drop its
+	// whole cache.
+	MsgCache MsgType = 80
+	// MsgCacheAck (on the cache stream): every invalidation up to FromRev
+	// was applied to the client's cache.
+	MsgCacheAck MsgType = 81
+	// MsgCacheRenew (on the cache stream): renew the cache lease. The
+	// leader confirms its leadership and answers with a lease grant after
+	// every invalidation it sent before it.
+	MsgCacheRenew MsgType = 82
+)
+
 // Mux messages (60-61), only to a server whose Hello answer has
 // FeatureMux.
 const (
@@ -228,6 +250,9 @@ var msgTypeNames = [...]string{
 	MsgMux:            "Mux",
 	MsgCancel:         "Cancel",
 	MsgTxn:            "Txn",
+	MsgCache:          "Cache",
+	MsgCacheAck:       "CacheAck",
+	MsgCacheRenew:     "CacheRenew",
 }
 
 // String returns the type's name, for logs and metrics labels.
@@ -245,7 +270,9 @@ func (t MsgType) Valid() bool {
 
 // Streaming reports whether the server answers t with a sequence of frames
 // instead of exactly one.
-func (t MsgType) Streaming() bool { return t == MsgWatch || t == MsgLock || t == MsgLockNotices }
+func (t MsgType) Streaming() bool {
+	return t == MsgWatch || t == MsgLock || t == MsgLockNotices || t == MsgCache
+}
 
 // IsRead reports whether t only reads the namespace, so Stale may apply.
 func (t MsgType) IsRead() bool {
@@ -323,6 +350,16 @@ type Request struct {
 	// Stale lets any member answer a read from its local state instead of
 	// the leader confirming leadership first.
 	Stale bool `codec:"st,omitempty"`
+	// MinRev (a Stale read, a watch) is the highest revision the client
+	// has seen: a member that has not applied it yet waits a moment for
+	// it, then answers ErrBehind, so that a client's reads never go back
+	// in time when it moves between members.
+	MinRev uint64 `codec:"mrv,omitempty"`
+	// Cache (a Get or Exists on the leader) asks to cache the node on the
+	// connection's cache stream (MsgCache): the leader invalidates it
+	// there before a write that changes it is acknowledged. The answer's
+	// Cached says whether it was registered.
+	Cache bool `codec:"ca,omitempty"`
 
 	ProtocolVersion uint32 `codec:"pv,omitempty"` // Hello
 	ClientName      string `codec:"cn,omitempty"` // Hello: for logs
@@ -387,6 +424,9 @@ const (
 	FeatureMux
 	// FeatureLockCall: the server serves MsgLockCall.
 	FeatureLockCall
+	// FeatureCache: the server serves MsgCache (the client cache) and
+	// Request.Cache.
+	FeatureCache
 )
 
 // KeepAliveResult is one session's outcome in a batched KeepAlive.
@@ -524,13 +564,16 @@ type Response struct {
 	Secret    []byte `codec:"sec,omitempty"`
 	TTLMillis int64  `codec:"ttl,omitempty"`
 
-	Path    string         `codec:"p,omitempty"`
-	Data    []byte         `codec:"d,omitempty"`
-	Stat    namespace.Stat `codec:"st,omitempty"`
-	Exists  bool           `codec:"e,omitempty"`
-	Names   []string       `codec:"ns,omitempty"`
-	More    bool           `codec:"mr,omitempty"`
-	Results []OpResult     `codec:"rs,omitempty"`
+	Path   string         `codec:"p,omitempty"`
+	Data   []byte         `codec:"d,omitempty"`
+	Stat   namespace.Stat `codec:"st,omitempty"`
+	Exists bool           `codec:"e,omitempty"`
+	// Cached answers a Request with Cache: the node is registered on the
+	// connection's cache stream.
+	Cached  bool       `codec:"cch,omitempty"`
+	Names   []string   `codec:"ns,omitempty"`
+	More    bool       `codec:"mr,omitempty"`
+	Results []OpResult `codec:"rs,omitempty"`
 	// Rev is the revision a write was applied at, or the applied revision a
 	// read was served at (watch from Rev to miss nothing after the read).
 	Rev uint64 `codec:"r,omitempty"`

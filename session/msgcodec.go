@@ -41,6 +41,9 @@ func appendRequestFast(b []byte, q *Request) ([]byte, bool) {
 	if q.After != "" {
 		b, n = msgp.AppendStr(msgp.AppendKey(b, "a"), q.After), n+1
 	}
+	if q.Cache {
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "ca"), true), n+1
+	}
 	if q.Call != 0 {
 		b, n = msgp.AppendUint(msgp.AppendKey(b, "cid"), q.Call), n+1
 	}
@@ -73,6 +76,9 @@ func appendRequestFast(b []byte, q *Request) ([]byte, bool) {
 	}
 	if q.Mode != 0 {
 		b, n = msgp.AppendUint(msgp.AppendKey(b, "mo"), uint64(q.Mode)), n+1
+	}
+	if q.MinRev != 0 {
+		b, n = msgp.AppendUint(msgp.AppendKey(b, "mrv"), q.MinRev), n+1
 	}
 	if q.Node != "" {
 		b, n = msgp.AppendStr(msgp.AppendKey(b, "n"), q.Node), n+1
@@ -127,6 +133,9 @@ func appendResponseFast(b []byte, r *Response) ([]byte, bool) {
 	n := 0
 	if r.Code != 0 {
 		b, n = msgp.AppendUint(msgp.AppendKey(b, "c"), uint64(r.Code)), n+1
+	}
+	if r.Cached {
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "cch"), true), n+1
 	}
 	if r.Call != 0 {
 		b, n = msgp.AppendUint(msgp.AppendKey(b, "cid"), r.Call), n+1
@@ -229,6 +238,8 @@ func decodeRequestFast(body []byte, q *Request) bool {
 		switch string(k) {
 		case "a":
 			q.After = r.Str()
+		case "ca":
+			q.Cache = r.Bool()
 		case "cid":
 			q.Call = r.Uint(math.MaxUint64)
 		case "cn":
@@ -251,6 +262,8 @@ func decodeRequestFast(body []byte, q *Request) bool {
 			q.RequestID = r.Str()
 		case "mo":
 			q.Mode = LockMode(r.Uint(math.MaxUint8))
+		case "mrv":
+			q.MinRev = r.Uint(math.MaxUint64)
 		case "n":
 			q.Node = r.Str()
 		case "os":
@@ -295,6 +308,8 @@ func decodeResponseFast(body []byte, p *Response) bool {
 		switch string(k) {
 		case "c":
 			p.Code = Code(r.Uint(math.MaxUint16))
+		case "cch":
+			p.Cached = r.Bool()
 		case "cid":
 			p.Call = r.Uint(math.MaxUint64)
 		case "d":

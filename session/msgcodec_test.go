@@ -149,7 +149,7 @@ func randomRequest(rng *rand.Rand) *Request {
 		Recursive: rng.IntN(2) == 0, After: randStr(rng), Limit: int32(randInt(rng)),
 		Kind: WatchKind(randUint(rng)), FromRev: randUint(rng), OneShot: rng.IntN(2) == 0,
 		Mode: LockMode(randUint(rng)), TimeoutMillis: randInt(rng), HoldTTLMillis: randInt(rng), LockDelayMillis: randInt(rng),
-		Node: randStr(rng), Try: rng.IntN(2) == 0, RequestID: randStr(rng),
+		Node: randStr(rng), Try: rng.IntN(2) == 0, RequestID: randStr(rng), MinRev: randUint(rng), Cache: rng.IntN(2) == 0,
 	}
 }
 
@@ -160,6 +160,7 @@ func randomResponse(rng *rand.Rand) *Response {
 		Session: randUint(rng), Secret: randBytes(rng), TTLMillis: randInt(rng),
 		Path: randStr(rng), Data: randBytes(rng), Exists: rng.IntN(2) == 0, More: rng.IntN(2) == 0,
 		Rev: randUint(rng), Lock: LockPhase(randUint(rng)), Node: randStr(rng), Token: randUint(rng), Valid: rng.IntN(2) == 0,
+		Cached: rng.IntN(2) == 0,
 	}
 	if rng.IntN(2) == 0 {
 		p.Stat = namespace.Stat{CreateRev: randUint(rng), ModRev: randUint(rng), Ctime: randInt(rng), Mtime: randInt(rng),

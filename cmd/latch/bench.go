@@ -23,7 +23,13 @@ func init() {
 		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `, all, ` + bench.ScenarioFailover + `.
 
   get, stale-get  -n reads of one node of --data-size bytes (linearizable, or
-                  stale from the member the connection is on: the leader)
+                  stale from each client's read member: a follower or
+                  learner when one answers; -c 64 --conns 64 is 64 clients)
+  cached-get      -n reads with client.Cached() after every connection
+                  answers from its cache: reads without a round trip
+  cached-set      -n sets of one node cached by --cachers connections (each
+                  reads it again before every set, untimed): what the
+                  invalidations cost a write; --cachers 0 is the baseline
   create          -n creates of new persistent nodes of --data-size bytes
   set             -n sets of existing nodes of --data-size bytes, each
                   goroutine its own node (one commit each: -c 64 measures
@@ -106,6 +112,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.IntVar(&c.Locks, "locks", bench.DefaultLocks, "locks the contended clients spread over")
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
+			fs.IntVar(&c.Cachers, "cachers", 0, "cached-set: connections caching the node written")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
 			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
 			fs.DurationVar(&c.Observe, "observe", bench.DefaultObserve, "storm: how long to watch after --kill before counting lost sessions and leader changes")

@@ -120,6 +120,9 @@ func (g *globals) config() (client.Config, error) {
 			cfg.Endpoints = append(cfg.Endpoints, e)
 		}
 	}
+	// --stale reads and watches are answered by the member asked (the
+	// first endpoint that answers), not by one the client picks.
+	cfg.ReadEndpoints = cfg.Endpoints
 	if g.ca != "" || g.cert != "" {
 		tlsConf, err := session.ClientTLS(g.ca, g.cert, g.key)
 		if err != nil {

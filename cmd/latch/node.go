@@ -44,7 +44,7 @@ last path component; the path printed is the one created.`,
 		summary: "print a node's data",
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
-			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
+			stale := fs.Bool("stale", false, "let the member asked (the first --endpoints that answers) answer from its local state (may miss recent writes)")
 			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				data, st, err := c.Get(ctx, args[0], readOpts(*stale)...)
 				if err != nil {
@@ -112,7 +112,7 @@ last path component; the path printed is the one created.`,
 		summary: "list a node's children, one name per line",
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
-			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
+			stale := fs.Bool("stale", false, "let the member asked (the first --endpoints that answers) answer from its local state (may miss recent writes)")
 			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				var opts []client.ChildrenOption
 				if *stale {
@@ -140,7 +140,7 @@ last path component; the path printed is the one created.`,
 		summary: "print a node's metadata",
 		minArgs: 1, maxArgs: 1,
 		setup: func(fs *flag.FlagSet) runFunc {
-			stale := fs.Bool("stale", false, "let any member answer from its local state (may miss recent writes)")
+			stale := fs.Bool("stale", false, "let the member asked (the first --endpoints that answers) answer from its local state (may miss recent writes)")
 			return connected(func(ctx context.Context, e *env, c *client.Client, args []string) error {
 				st, err := c.Stat(ctx, args[0], readOpts(*stale)...)
 				if err != nil {

@@ -83,6 +83,8 @@ type options struct {
 	maxWatchBacklogBytes              int
 	maxWatchBytesPerConn              int
 	maxFailedResumesPerHost           int
+	maxCachedPerConn                  int
+	cacheLease                        time.Duration
 	idleConnTimeout                   time.Duration
 }
 
@@ -149,6 +151,10 @@ func (o *options) register(fs *flag.FlagSet) {
 		"the same bytes for one client connection's watches; a watch beyond it ends with a resync naming the cap")
 	fs.IntVar(&o.maxFailedResumesPerHost, "max-failed-resumes-per-host", server.DefaultMaxFailedResumesPerHost,
 		"failed session resumes (wrong secret) one client host may make a second, burst twice that; more are refused saying so (a right secret always resumes)")
+	fs.IntVar(&o.maxCachedPerConn, "max-cached-per-conn", server.DefaultMaxCachedPerConn,
+		"nodes one client connection may hold in its client cache (client.Cached); reads beyond it are answered uncached")
+	fs.DurationVar(&o.cacheLease, "cache-lease", 0,
+		"how long a client may serve its cache after the leader confirmed its leadership, and the longest a write waits for a client that does not acknowledge an invalidation; at most --heartbeat-timeout (0: equal to it)")
 	fs.StringVar(&o.cell, "cell", "", "serve one cell of a larger namespace: only /NAME and the paths below it (others are refused with WrongCell, naming their cell); the first leader creates /NAME. Default: no cell, every path")
 	fs.StringVar(&o.admins, "admins", "", "identities (client certificate CN or URI SAN), comma separated (Go-quoted for any text; \"\" is clients without a certificate): admins on the admin endpoint (membership, snapshots, backups; never \"\" there), and made admins of / by the first leader when the cluster has no ACL rules (--dev: dev-$USER, the CLI's dev identity)")
 	fs.StringVar(&o.aclDefault, "acl-default", "", `rights of identities no ACL rule names, set once by the first leader: "allow" (read, write, create, delete) or "deny"; default allow with --dev or without --tls-client-ca, deny with it`)
@@ -273,6 +279,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 	cfg.MaxWatchBacklogBytes, cfg.MaxWatchBytesPerConn = o.maxWatchBacklogBytes, o.maxWatchBytesPerConn
 	cfg.MaxFailedResumesPerHost = o.maxFailedResumesPerHost
 	cfg.Admission, cfg.MaxReconnectGrace = o.admission, o.maxReconnectGrace
+	cfg.MaxCachedPerConn, cfg.CacheLease = o.maxCachedPerConn, o.cacheLease
 	cfg.MaxRequestsPerConn = o.maxRequestsPerConn
 	cfg.IdleConnTimeout = o.idleConnTimeout
 	if cfg.MaxRequestsPerConn <= server.DefaultMaxWatchesPerConn { // watches stay below requests

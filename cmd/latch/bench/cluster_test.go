@@ -102,6 +102,18 @@ func TestScenariosOnRealCluster(t *testing.T) {
 			t.Errorf("ops %d; want 50", rep.Ops)
 		}
 	})
+	t.Run("cached-get", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioCachedGet, Ops: 200, Concurrency: 2, Conns: 2})
+		if rep.Ops != 200 || opsOf(rep, "cached-get").Count != 200 {
+			t.Errorf("ops %d; want 200", rep.Ops)
+		}
+	})
+	t.Run("cached-set", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioCachedSet, Ops: 20, Cachers: 8})
+		if rep.Ops != 20 || opsOf(rep, "set").Count != 20 {
+			t.Errorf("ops %d; want 20", rep.Ops)
+		}
+	})
 	t.Run("create-keep", func(t *testing.T) {
 		rep := run(t, Config{Scenario: ScenarioCreate, Ops: 50, Concurrency: 4, Keep: true, Prefix: "/bench-kept"})
 		if rep.Ops != 50 || opsOf(rep, "create").Count != 50 {

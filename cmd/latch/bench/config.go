@@ -31,6 +31,12 @@ const (
 	// ScenarioContended: Concurrency sessions cycling Lock/Unlock on
 	// Locks locks for Duration.
 	ScenarioContended = "contended"
+	// ScenarioCachedGet: Get with client.Cached() (answered by the client
+	// cache, no round trip).
+	ScenarioCachedGet = "cached-get"
+	// ScenarioCachedSet: Set of one node cached by Cachers connections:
+	// what invalidating them costs a write.
+	ScenarioCachedSet = "cached-set"
 	// ScenarioSessions: Sessions sessions opened, held for Window, closed,
 	// with the leader's CPU and memory measured.
 	ScenarioSessions = "sessions"
@@ -42,7 +48,7 @@ const (
 )
 
 // Scenarios lists every scenario, in the order the help shows them.
-var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCreate, ScenarioSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions, ScenarioStorm}
+var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCachedGet, ScenarioCreate, ScenarioSet, ScenarioCachedSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions, ScenarioStorm}
 
 // Defaults of Config (see the fields).
 const (
@@ -95,6 +101,9 @@ type Config struct {
 	// Sessions is how many sessions the sessions scenario opens. Default
 	// DefaultSessions.
 	Sessions int
+	// Cachers is how many connections cache the node cached-set writes
+	// (0: none, the baseline). Default 0.
+	Cachers int
 	// Window is how long the sessions scenario holds its sessions while
 	// it measures the leader. Default DefaultWindow.
 	Window time.Duration
@@ -211,7 +220,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Ops", c.Ops}, {"Concurrency", c.Concurrency}, {"Conns", c.Conns}, {"Locks", c.Locks}, {"Sessions", c.Sessions}} {
+	}{{"Ops", c.Ops}, {"Concurrency", c.Concurrency}, {"Conns", c.Conns}, {"Locks", c.Locks}, {"Sessions", c.Sessions}, {"Cachers", c.Cachers}} {
 		if f.v < 0 {
 			return bad(f.name, "%d is negative", f.v)
 		}

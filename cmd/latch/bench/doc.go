@@ -13,6 +13,12 @@
 //     spread over Conns connections; latency p50/p90/p99/max/mean and
 //     ops/s. Reads go to one node of DataSize bytes; creates make new
 //     persistent nodes of DataSize bytes under Prefix/create.
+//     Stale reads go to each client's read member (a follower or learner
+//     when one answers). cached-get reads with client.Cached() once every
+//     connection answers from its cache.
+//   - cached-set: Ops sets of one node that Cachers other connections
+//     cache (each reads it again, untimed, before every set), so each set
+//     waits for Cachers invalidations; Cachers 0 is the baseline.
 //   - lock: Ops Lock+Unlock cycles of a free lock; acquire and release
 //     latency. Each goroutine has its own session and lock path
 //     (Prefix/lock/gW), or a new path per cycle with FreshPath.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/latch-io/latch/client"
@@ -58,7 +59,11 @@ func (r *runner) get(rep *Report, stale bool) error {
 	}
 	finish(rep, done, elapsed, OpLatency{Op: name, Latency: Summarize(merge(lat))})
 	if stale {
-		rep.Notes = append(rep.Notes, "stale reads are served by the member each connection is on: the leader, since the client keeps its connection there")
+		members := map[string]bool{}
+		for _, c := range p.clients {
+			members[c.ReadMember()] = true
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (a follower or learner when one answers; \"\" is the leader): %v", keys(members)))
 	}
 	return nil
 }
@@ -116,5 +121,15 @@ func merge(per [][]time.Duration) []time.Duration {
 	for _, l := range per {
 		out = append(out, l...)
 	}
+	return out
+}
+
+// keys returns m's keys, sorted.
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
 	return out
 }

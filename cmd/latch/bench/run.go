@@ -51,6 +51,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	switch cfg.Scenario {
 	case ScenarioGet, ScenarioStaleGet:
 		err = r.get(rep, cfg.Scenario == ScenarioStaleGet)
+	case ScenarioCachedGet:
+		err = r.cachedGet(rep)
+	case ScenarioCachedSet:
+		err = r.cachedSet(rep)
 	case ScenarioCreate:
 		err = r.create(rep)
 	case ScenarioSet:

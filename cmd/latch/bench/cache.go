@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latch-io/latch/client"
+)
+
+// cachedGet reads one node with client.Cached() Ops times from
+// Concurrency goroutines over Conns connections: after a warm-up that
+// waits until every connection answers from its cache, the latency of a
+// read that needs no round trip (an invalidation, none here, would make
+// one a miss).
+func (r *runner) cachedGet(rep *Report) error {
+	key := r.path("key")
+	ctx, cancel := r.opCtx()
+	_, err := r.ctl.Create(ctx, key, r.data())
+	cancel()
+	if err != nil {
+		return err
+	}
+	p, err := r.dialPool(r.cfg.Conns, r.cfg.Conns)
+	if err != nil {
+		return err
+	}
+	defer p.close(r.cfg.Conns)
+	for _, c := range p.clients {
+		if err := r.warmCache(c, key); err != nil {
+			return err
+		}
+	}
+	before := cacheTotals(p.clients)
+	lat := make([][]time.Duration, r.cfg.Concurrency)
+	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
+		c := p.get(w)
+		start := time.Now()
+		data, _, err := c.Get(ctx, key, client.Cached())
+		d := time.Since(start)
+		if err != nil {
+			return err
+		}
+		if len(data) != r.cfg.DataSize {
+			return fmt.Errorf("read %d bytes of %s, want %d", len(data), key, r.cfg.DataSize)
+		}
+		lat[w] = append(lat[w], d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	finish(rep, done, elapsed, OpLatency{Op: "cached-get", Latency: Summarize(merge(lat))})
+	after := cacheTotals(p.clients)
+	rep.Notes = append(rep.Notes, fmt.Sprintf("cache hits %d, misses %d (a miss is a read from the leader: the lease was renewed late, or the connection changed)",
+		after.Hits-before.Hits, after.Misses-before.Misses))
+	return nil
+}
+
+// cachedSet sets one node Ops times (Concurrency writers over Conns
+// connections) while Cachers other connections cache it: before each set
+// every cacher reads it again (untimed), so every set waits for Cachers
+// invalidations to be acknowledged. Cachers 0 measures the same sets on a
+// node nobody caches.
+func (r *runner) cachedSet(rep *Report) error {
+	key := r.path("key")
+	ctx, cancel := r.opCtx()
+	_, err := r.ctl.Create(ctx, key, r.data())
+	cancel()
+	if err != nil {
+		return err
+	}
+	writers, err := r.dialPool(r.cfg.Conns, r.cfg.Conns)
+	if err != nil {
+		return err
+	}
+	defer writers.close(r.cfg.Conns)
+	var cachers []*client.Client
+	if r.cfg.Cachers > 0 {
+		cp, err := r.dialPool(r.cfg.Cachers, min(r.cfg.Cachers, 64))
+		if err != nil {
+			return err
+		}
+		defer cp.close(min(r.cfg.Cachers, 64))
+		cachers = cp.clients
+		for _, c := range cachers {
+			if err := r.warmCache(c, key); err != nil {
+				return err
+			}
+		}
+	}
+	data := r.data()
+	var mu sync.Mutex // one set at a time: each finds the node cached by every cacher
+	lat := make([][]time.Duration, r.cfg.Concurrency)
+	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := refill(ctx, cachers, key); err != nil {
+			return err
+		}
+		start := time.Now()
+		_, err := writers.get(w).Set(ctx, key, data)
+		d := time.Since(start)
+		if err != nil {
+			return err
+		}
+		lat[w] = append(lat[w], d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The elapsed time includes the refills: ops/s is not a write rate.
+	finish(rep, done, elapsed, OpLatency{Op: "set", Latency: Summarize(merge(lat))})
+	rep.Notes = append(rep.Notes, fmt.Sprintf("each set on a node cached by %d connections (they read it again before every set, untimed; ops/s counts those reads too)", len(cachers)))
+	return nil
+}
+
+// refill has every cacher read key with Cached, so each caches it again.
+func refill(ctx context.Context, cachers []*client.Client, key string) error {
+	if len(cachers) == 0 {
+		return nil
+	}
+	const parallel = 64
+	sem := make(chan struct{}, parallel)
+	errs := make([]error, len(cachers))
+	var wg sync.WaitGroup
+	for i, c := range cachers {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, _, errs[i] = c.Get(ctx, key, client.Cached())
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// warmCache reads key with Cached until c answers it from its cache (the
+// cache lease is granted after the first read).
+func (r *runner) warmCache(c *client.Client, key string) error {
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	for {
+		before := c.CacheStats().Hits
+		if _, _, err := c.Get(ctx, key, client.Cached()); err != nil {
+			return err
+		}
+		if c.CacheStats().Hits > before {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond) // the lease grant is on its way
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s never answered from the cache: %w", key, ctx.Err())
+		}
+	}
+}
+
+func cacheTotals(cs []*client.Client) client.CacheStats {
+	var t client.CacheStats
+	for _, c := range cs {
+		s := c.CacheStats()
+		t.Hits, t.Misses = t.Hits+s.Hits, t.Misses+s.Misses
+	}
+	return t
+}

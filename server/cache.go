@@ -1,0 +1,757 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/session"
+)
+
+// The client cache, as Chubby's: a client caches node data and existence
+// and the leader invalidates its copy before a write that changes the node
+// is acknowledged, so a cached read is as fresh as a linearizable one.
+//
+//   - A client opens one cache stream per connection to the leader
+//     (MsgCache) and registers a node with a Get or Exists carrying Cache
+//     (it is linearizable, so served by the leader). The leader keeps, per
+//     node, the streams that cache it (cacheTable), at most
+//     MaxCachedPerConn nodes per stream (over it a read is answered
+//     without Cached and nothing is registered).
+//   - Invalidation happens where applied events are known (Applied, on the
+//     FSM goroutine, for every command: writes, multis, session ends, lock
+//     nodes): each node event whose path is cached queues an invalidation
+//     on every stream caching it (the registration ends there) and makes a
+//     flush, the set of streams that must acknowledge it. Propose then
+//     waits for the flush of its index before it returns: a writer hears
+//     of its write only when every cache that held the node dropped it, or
+//     when that cache's lease ran out. A write nobody caches makes no flush
+//     and waits for nothing (one atomic load).
+//   - While a node has a flush in flight, a read of it on the leader
+//     (linearizable or a cache fill) waits for the flush before answering,
+//     so that nobody sees the new value while a cache still serves the old
+//     one. Reads check an FSM apply generation around the read so that a
+//     batch applied but not yet observed is waited for too (gate).
+//   - Leases: a client's cache is good until the send time of its newest
+//     acknowledged MsgCacheRenew plus the lease (CacheLease, at most the
+//     raft HeartbeatTimeout). The leader answers a renewal only after
+//     confirming its leadership with a quorum in a round that started after
+//     the renewal arrived; it counts the stream's lease from the arrival,
+//     so its deadline is never before the client's. A flush stops waiting
+//     for a stream whose lease ran out and then drops the stream (the client
+//     drops its whole cache when the stream ends), as Chubby's master does
+//     with a client it cannot reach.
+//   - A snapshot restore replaces the state without events: the leader
+//     then grants no lease and registers nothing until it dropped every
+//     stream, so a cache outlives a restore by at most its lease.
+//   - Failover: the new leader knows no caches. It needs none: a follower
+//     that acknowledged the old leader's confirmation round refuses to vote
+//     until it has heard from no leader for HeartbeatTimeout (raft's vote
+//     rule), so no new leader exists, and no write it acknowledges, before
+//     every lease the old leader granted ran out. Clients drop their cache
+//     when their connection to the leader ends and open a new stream on the
+//     new leader.
+
+// DefaultMaxCachedPerConn is Config.MaxCachedPerConn's default.
+const DefaultMaxCachedPerConn = 10000
+
+// cacheNodeBytes is what one registration costs the leader besides its
+// path, for the memory gauge.
+const cacheNodeBytes = 96
+
+// cacheTable is the leader's record of which cache streams hold which nodes
+// and the invalidations in flight.
+type cacheTable struct {
+	lease  time.Duration
+	slack  time.Duration // margin on the leader's side of every lease
+	maxPer int
+	verify func(context.Context) error // confirms leadership (verifyLeader)
+	gen    *applyGen                   // the FSM's apply generation
+	// restores is the FSM's snapshot install count: a restore replaces
+	// the state without events, so every cache is dropped (restored).
+	restores func() uint64
+	restored uint64
+
+	nholders atomic.Int64 // streams open: Applied does nothing without one
+	nflushes atomic.Int64 // flushes in flight: reads and writes wait for nothing without one
+
+	mu      sync.Mutex
+	holders map[*clientConn]*cacheHolder
+	closing map[*cacheHolder]struct{} // streams ended while flushes wait for them
+	byPath  map[string]map[*cacheHolder]struct{}
+	marks   map[string]*cacheMark   // paths with flushes in flight
+	writes  map[uint64][]*cacheMark // by the index of a write: what its answer waits for
+	order   []uint64                // the indexes in writes, oldest first
+	nodes   int                     // registrations, all streams
+	bytes   int                     // their estimated size
+	wake    chan struct{}           // the lease loop looks again
+	loop    sync.Once
+	goFunc  func(func())
+	stop    <-chan struct{}
+
+	// skip, when above zero, makes Applied skip that many invalidations:
+	// a planted bug for the tests that must catch it
+	// (SkipCacheInvalidationsForTest).
+	skip atomic.Int64
+
+	invalidations atomic.Uint64 // registrations invalidated
+	lapsed        atomic.Uint64 // streams dropped because their lease ran out
+	fills         atomic.Uint64 // registrations made
+	refused       atomic.Uint64 // fills over MaxCachedPerConn
+	latency       prometheus.Observer
+}
+
+// cacheHolder is one connection's cache stream.
+type cacheHolder struct {
+	c        *clientConn
+	paths    map[string]struct{}
+	queue    []session.Response // frames to send, in order
+	seq      uint64             // the last invalidation queued
+	acked    uint64             // the last invalidation acknowledged
+	leaseEnd time.Time          // the leader's end of the stream's lease
+	waits    []cacheWait        // flushes waiting for an ack
+	notify   chan struct{}      // wakes the stream's writer; buffered 1
+	dropped  chan struct{}      // closed when the table drops the stream
+	closed   bool               // the stream ended; registrations last until the lease ends
+	gone     bool               // forgotten
+}
+
+type cacheWait struct {
+	f   *cacheFlush
+	seq uint64
+}
+
+// cacheFlush is one write's invalidations: done closes when every stream
+// that cached a node it changed acknowledged, or lost its lease.
+type cacheFlush struct {
+	index   uint64
+	paths   []string
+	waiting int
+	done    chan struct{}
+	start   time.Time
+}
+
+// cacheMark counts the flushes in flight on a path; done closes when the
+// last one ends.
+type cacheMark struct {
+	n    int
+	done chan struct{}
+}
+
+var cacheInvalidationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "latch_cache_invalidation_seconds",
+	Help:    "Time from a write applied on the leader to every client cache holding a node it changed acknowledging the invalidation (or losing its lease).",
+	Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100µs .. ~3s
+}, []string{"member"})
+
+var cacheMetricsOnce sync.Once
+
+func newCacheTable(s *Server) *cacheTable {
+	cacheMetricsOnce.Do(func() { prometheus.MustRegister(cacheInvalidationSeconds) })
+	lease := s.cfg.CacheLease
+	if lease == 0 {
+		lease = s.cfg.HeartbeatTimeout
+	}
+	maxPer := s.cfg.MaxCachedPerConn
+	if maxPer == 0 {
+		maxPer = DefaultMaxCachedPerConn
+	}
+	return &cacheTable{
+		lease:    lease,
+		slack:    lease/50 + time.Millisecond,
+		maxPer:   maxPer,
+		verify:   s.verifyLeader,
+		gen:      &s.fsm.gen,
+		restores: s.fsm.restores.Load,
+		restored: s.fsm.restores.Load(),
+		holders:  map[*clientConn]*cacheHolder{},
+		closing:  map[*cacheHolder]struct{}{},
+		byPath:   map[string]map[*cacheHolder]struct{}{},
+		marks:    map[string]*cacheMark{},
+		writes:   map[uint64][]*cacheMark{},
+		wake:     make(chan struct{}, 1),
+		goFunc:   s.goFunc,
+		stop:     s.stop,
+		latency:  cacheInvalidationSeconds.WithLabelValues(s.cfg.ID),
+	}
+}
+
+// registerCache installs the cache stream and the cache observer; the
+// caller (register) runs before Start.
+func (f *front) registerCache() {
+	f.cache = newCacheTable(f.s)
+	f.handleStream(session.MsgCache, f.serveCache)
+	f.observers = append(f.observers, f.cache)
+}
+
+// SkipCacheInvalidationsForTest makes the leader skip the next n cache
+// invalidations: a planted bug, so that a test shows its checker catches a
+// stale cached read. Never call it outside tests.
+func (s *Server) SkipCacheInvalidationsForTest(n int) {
+	if s.front != nil {
+		s.front.cache.skip.Store(int64(n))
+	}
+}
+
+// serveCache runs a connection's cache stream: the acknowledgement (with
+// the lease), then invalidations and lease grants in order, while a reader
+// takes the client's acks and renewals.
+func (f *front) serveCache(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
+	if err := f.keep.serving(); err != nil {
+		return err // only the ready leader knows what is written next
+	}
+	t := f.cache
+	h, err := t.open(c)
+	if err != nil {
+		return err
+	}
+	defer t.close(h)
+	str.SetReadDeadline(time.Time{})
+	if err := session.WriteResponse(str, &session.Response{TTLMillis: t.lease.Milliseconds()}); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		str.CancelRead(session.StreamDone) // ends the reader
+		wg.Wait()
+	}()
+	wg.Go(func() { t.readAcks(ctx, cancel, &wg, h, str, c.conn.MaxFrameSize()) })
+	for {
+		t.mu.Lock()
+		batch := h.queue
+		h.queue = nil
+		t.mu.Unlock()
+		for i := range batch {
+			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+			if err := session.WriteResponse(str, &batch[i]); err != nil {
+				return nil // the client drops its cache with the stream
+			}
+		}
+		select {
+		case <-h.notify:
+		case <-h.dropped:
+			return fmt.Errorf("%w: the cache lease ran out with invalidations unacknowledged", session.ErrTimeout)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// readAcks reads the client's frames on the cache stream until it ends;
+// then it cancels the stream. Renewals are confirmed on goroutines of wg.
+func (t *cacheTable) readAcks(ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, h *cacheHolder, str *quic.Stream, maxFrame int) {
+	defer cancel()
+	for {
+		req, err := session.ReadNextRequest(str, maxFrame)
+		if err != nil {
+			return
+		}
+		switch req.Type {
+		case session.MsgCacheAck:
+			t.ack(h, req.FromRev)
+		case session.MsgCacheRenew:
+			// Counted from arrival before the confirmation: a flush made
+			// meanwhile waits for this stream (its client may count its
+			// lease from a send time before the flush).
+			t.extend(h, time.Now().Add(t.lease))
+			wg.Go(func() {
+				vctx, vcancel := context.WithTimeout(ctx, t.lease)
+				defer vcancel()
+				if err := t.verify(vctx); err != nil {
+					cancel() // not the leader: the stream ends, the client drops its cache
+					return
+				}
+				t.grant(h)
+			})
+		default:
+			return // nothing else belongs on the stream
+		}
+	}
+}
+
+// open registers c's cache stream.
+func (t *cacheTable) open(c *clientConn) (*cacheHolder, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.holders[c]; ok {
+		return nil, fmt.Errorf("%w: this connection's cache stream is already open", session.ErrBusy)
+	}
+	h := &cacheHolder{c: c, paths: map[string]struct{}{}, notify: make(chan struct{}, 1), dropped: make(chan struct{})}
+	t.holders[c] = h
+	t.nholders.Add(1)
+	t.loop.Do(func() { t.goFunc(t.run) })
+	return h, nil
+}
+
+// close ends h's stream. Its registrations stay until its lease ends
+// (expire): its client may not know yet that the stream is gone and serve
+// its copies until then, so a write of a node it cached waits that long.
+func (t *cacheTable) close(h *cacheHolder) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.gone || h.closed {
+		return
+	}
+	h.closed = true
+	h.queue = nil
+	delete(t.holders, h.c)
+	t.closing[h] = struct{}{}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drop forgets h and everything it cached, and releases the flushes that
+// wait for it: its lease ran out (with invalidations unacknowledged, for
+// an open stream, which then ends).
+func (t *cacheTable) drop(h *cacheHolder) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.gone {
+		return
+	}
+	h.gone = true
+	if !h.closed {
+		t.lapsed.Add(1)
+		close(h.dropped)
+	}
+	delete(t.holders, h.c)
+	delete(t.closing, h)
+	t.nholders.Add(-1)
+	for p := range h.paths {
+		t.unregisterLocked(h, p)
+	}
+	for _, w := range h.waits {
+		t.releaseLocked(w.f)
+	}
+	h.waits = nil
+}
+
+func (t *cacheTable) unregisterLocked(h *cacheHolder, p string) {
+	delete(h.paths, p)
+	if hs := t.byPath[p]; hs != nil {
+		delete(hs, h)
+		if len(hs) == 0 {
+			delete(t.byPath, p)
+		}
+	}
+	t.nodes--
+	t.bytes -= len(p) + cacheNodeBytes
+}
+
+// register records that c caches p, before p is read: a write applied
+// after it invalidates c's copy. It reports false when c has no cache
+// stream or its cap is reached.
+func (t *cacheTable) register(c *clientConn, p string) bool {
+	if t.nholders.Load() == 0 || t.checkRestore() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.holders[c]
+	if h == nil || h.gone {
+		return false
+	}
+	if _, ok := h.paths[p]; ok {
+		return true
+	}
+	if len(h.paths) >= t.maxPer {
+		t.refused.Add(1)
+		return false
+	}
+	h.paths[p] = struct{}{}
+	hs := t.byPath[p]
+	if hs == nil {
+		hs = map[*cacheHolder]struct{}{}
+		t.byPath[p] = hs
+	}
+	hs[h] = struct{}{}
+	t.nodes++
+	t.bytes += len(p) + cacheNodeBytes
+	t.fills.Add(1)
+	return true
+}
+
+// registered reports whether c still caches p (no invalidation came
+// between register and the answer).
+func (t *cacheTable) registered(c *clientConn, p string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.holders[c]
+	if h == nil {
+		return false
+	}
+	_, ok := h.paths[p]
+	return ok
+}
+
+// Applied queues the invalidations of every cached node a batch changed
+// and records, per write, the flushes its answer waits for: its own and
+// those still in flight on the nodes it changed (a later write of a node
+// must not be acknowledged while a cache may still serve a value older
+// than an earlier one). It runs on the FSM goroutine and never blocks.
+func (t *cacheTable) Applied(results []*namespace.Result) {
+	if t.nholders.Load() == 0 && t.nflushes.Load() == 0 {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range results {
+		var (
+			fl      *cacheFlush
+			touched map[*cacheHolder][]string
+		)
+		for i := range r.Events {
+			ev := &r.Events[i]
+			if !isNodeEvent(ev.Type) {
+				continue
+			}
+			hs := t.byPath[ev.Path]
+			if len(hs) == 0 {
+				continue
+			}
+			if t.skip.Load() > 0 {
+				t.skip.Add(-1)
+				continue // the planted bug: this write invalidates nothing
+			}
+			if fl == nil {
+				fl = &cacheFlush{index: r.Index, done: make(chan struct{}), start: now}
+				touched = map[*cacheHolder][]string{}
+			}
+			fl.paths = append(fl.paths, ev.Path)
+			for h := range hs {
+				touched[h] = append(touched[h], ev.Path)
+			}
+			for h := range hs {
+				t.unregisterLocked(h, ev.Path)
+			}
+			t.invalidations.Add(uint64(len(hs)))
+		}
+		if fl != nil {
+			for h, paths := range touched {
+				h.seq++
+				if !h.closed {
+					h.queue = append(h.queue, session.Response{Names: paths, Rev: h.seq})
+					select {
+					case h.notify <- struct{}{}:
+					default:
+					}
+				}
+				if now.Before(h.leaseEnd.Add(t.slack)) {
+					h.waits = append(h.waits, cacheWait{f: fl, seq: h.seq})
+					fl.waiting++
+				}
+			}
+			if fl.waiting > 0 {
+				for _, p := range fl.paths {
+					m := t.marks[p]
+					if m == nil {
+						m = &cacheMark{done: make(chan struct{})}
+						t.marks[p] = m
+					}
+					m.n++
+				}
+				t.nflushes.Add(1)
+			}
+		}
+		t.recordWriteLocked(r)
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// recordWriteLocked notes the marks the answer of the write at r.Index
+// waits for: those of every node it changed with flushes in flight.
+func (t *cacheTable) recordWriteLocked(r *namespace.Result) {
+	if len(t.marks) == 0 {
+		return
+	}
+	var ms []*cacheMark
+	for i := range r.Events {
+		ev := &r.Events[i]
+		if m := t.marks[ev.Path]; m != nil && isNodeEvent(ev.Type) {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		return
+	}
+	t.writes[r.Index] = ms
+	t.order = append(t.order, r.Index)
+	// Forget the oldest records once their flushes are done (nobody
+	// waits for writes proposed elsewhere, or already answered).
+	for len(t.order) > 0 && marksDone(t.writes[t.order[0]]) {
+		delete(t.writes, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+func marksDone(ms []*cacheMark) bool {
+	for _, m := range ms {
+		select {
+		case <-m.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// releaseLocked counts one stream of f as done and ends f after the last.
+func (t *cacheTable) releaseLocked(f *cacheFlush) {
+	f.waiting--
+	if f.waiting > 0 {
+		return
+	}
+	close(f.done)
+	t.latency.Observe(time.Since(f.start).Seconds())
+	t.nflushes.Add(-1)
+	for _, p := range f.paths {
+		m := t.marks[p]
+		m.n--
+		if m.n == 0 {
+			close(m.done)
+			delete(t.marks, p)
+		}
+	}
+}
+
+// ack records that h's client applied every invalidation up to seq.
+func (t *cacheTable) ack(h *cacheHolder, seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.gone || seq <= h.acked {
+		return
+	}
+	h.acked = min(seq, h.seq)
+	keep := h.waits[:0]
+	for _, w := range h.waits {
+		if w.seq <= h.acked {
+			t.releaseLocked(w.f)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	h.waits = keep
+}
+
+// extend moves h's lease end to end (never back).
+func (t *cacheTable) extend(h *cacheHolder, end time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if end.After(h.leaseEnd) {
+		h.leaseEnd = end
+	}
+}
+
+// grant queues a lease grant behind every invalidation queued so far.
+// After a snapshot restore it grants none: every stream is dropped instead
+// (checkRestore), so no cache outlives the state it copied by more than
+// the lease it holds.
+func (t *cacheTable) grant(h *cacheHolder) {
+	if t.checkRestore() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.gone || h.closed {
+		return
+	}
+	h.queue = append(h.queue, session.Response{TTLMillis: t.lease.Milliseconds()})
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+// run drops the streams whose lease ran out while flushes wait for them.
+func (t *cacheTable) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := t.expire(time.Now())
+		if next.IsZero() {
+			timer.Reset(time.Hour)
+		} else {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-t.stop:
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// checkRestore drops every stream when a snapshot was installed since the
+// last look, and reports whether it did.
+func (t *cacheTable) checkRestore() bool {
+	n := t.restores()
+	t.mu.Lock()
+	if n == t.restored {
+		t.mu.Unlock()
+		return false
+	}
+	t.restored = n
+	all := make([]*cacheHolder, 0, len(t.holders))
+	for _, h := range t.holders {
+		all = append(all, h)
+	}
+	t.mu.Unlock()
+	for _, h := range all {
+		t.drop(h)
+	}
+	return true
+}
+
+// expire drops every open stream whose lease (plus slack) ended by now
+// with flushes waiting for it, and every ended stream whose lease ended;
+// it returns the next such end (zero: none).
+func (t *cacheTable) expire(now time.Time) time.Time {
+	var lapsed []*cacheHolder
+	var next time.Time
+	t.mu.Lock()
+	look := func(h *cacheHolder) {
+		end := h.leaseEnd.Add(t.slack)
+		if !now.Before(end) {
+			lapsed = append(lapsed, h)
+		} else if next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	for _, h := range t.holders {
+		if len(h.waits) > 0 {
+			look(h)
+		}
+	}
+	for h := range t.closing {
+		look(h)
+	}
+	t.mu.Unlock()
+	for _, h := range lapsed {
+		t.drop(h)
+	}
+	return next
+}
+
+// waitWrite returns when the invalidations the write applied at index
+// waits for are done (at once when it changed no node with one in flight).
+func (t *cacheTable) waitWrite(ctx context.Context, index uint64) error {
+	if t == nil || t.nflushes.Load() == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	ms := t.writes[index]
+	t.mu.Unlock()
+	for _, m := range ms {
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// gate returns when no invalidation of p that a read may have seen the
+// write of is in flight. A write is visible to a read once applied, and its
+// flush exists once its batch is observed: a stable read (stableRead: no
+// batch in progress around it) saw only observed batches, so with no flush
+// in flight anywhere nothing is to wait for; else the batch in progress at
+// gen ends first, then p's marks are waited out.
+func (t *cacheTable) gate(ctx context.Context, p string, stable bool, gen uint64) error {
+	if stable && t.nflushes.Load() == 0 {
+		return nil
+	}
+	if gen%2 == 1 {
+		if err := t.gen.wait(ctx, gen+1); err != nil {
+			return err
+		}
+	}
+	for {
+		t.mu.Lock()
+		m := t.marks[p]
+		t.mu.Unlock()
+		if m == nil {
+			return nil
+		}
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// cacheStats is what the metrics report of the table.
+type cacheStats struct {
+	holders, nodes, bytes, flushes        int
+	invalidations, lapsed, fills, refused uint64
+}
+
+func (t *cacheTable) stats() cacheStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cacheStats{
+		holders: len(t.holders), nodes: t.nodes, bytes: t.bytes, flushes: int(t.nflushes.Load()),
+		invalidations: t.invalidations.Load(), lapsed: t.lapsed.Load(), fills: t.fills.Load(), refused: t.refused.Load(),
+	}
+}
+
+// applyGen is the FSM's apply generation: odd while a batch is being
+// applied and observed, even between batches. A read that saw the same even
+// generation before and after saw no batch whose observers have not run.
+type applyGen struct {
+	n       atomic.Uint64
+	mu      sync.Mutex
+	waiters chan struct{} // closed at the next end; nil when nobody waits
+}
+
+func (g *applyGen) load() uint64 { return g.n.Load() }
+
+// begin and end bracket one batch on the FSM goroutine.
+func (g *applyGen) begin() { g.n.Add(1) }
+
+func (g *applyGen) end() {
+	g.n.Add(1)
+	g.mu.Lock()
+	if g.waiters != nil {
+		close(g.waiters)
+		g.waiters = nil
+	}
+	g.mu.Unlock()
+}
+
+// wait returns once the generation reached n.
+func (g *applyGen) wait(ctx context.Context, n uint64) error {
+	for {
+		g.mu.Lock()
+		if g.n.Load() >= n {
+			g.mu.Unlock()
+			return nil
+		}
+		if g.waiters == nil {
+			g.waiters = make(chan struct{})
+		}
+		ch := g.waiters
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
