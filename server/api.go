@@ -100,7 +100,8 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
-	hosts         apiHostSet // the Host names it answers to (api_guard.go)
+	hosts         apiHostSet     // the Host names it answers to (api_guard.go)
+	gateways      *x509.CertPool // issuers of gateway certificates (api_gateway.go); nil: none
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -197,8 +198,11 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	if required {
 		c.ClientAuth = tls.RequireAnyClientCert
 	}
+	if a.gateways, err = loadGatewayCA(a.s.cfg.APIGatewayCA); err != nil {
+		return nil, err
+	}
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates[0]) {
+		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates[0]) || a.isGatewayCert(cs.PeerCertificates) {
 			return nil // required: RequireAnyClientCert refused it already
 		}
 		if pool == nil {
@@ -269,6 +273,9 @@ func (a *apiFront) callerOf(r *http.Request) caller {
 			c.forwarded, c.identity = true, r.Header.Get(hdrIdentity)
 		}
 		return c
+	}
+	if a.isGatewayCert(r.TLS.PeerCertificates) {
+		return caller{identity: r.Header.Get(hdrIdentity)} // api_gateway.go
 	}
 	if !a.verifyClients {
 		return caller{} // an unverified certificate names nobody
