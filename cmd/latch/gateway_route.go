@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latch-io/latch/client"
@@ -34,6 +35,8 @@ type gateway struct {
 
 	mu   sync.Mutex
 	apis map[string][]string // cell -> member API addresses, leader first
+
+	clusterStreams atomic.Int64 // merged cluster streams open (each polls every cell)
 }
 
 // gatewayTimeout bounds how long one request looks for a member of its
@@ -155,6 +158,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.URL.Query().Get("cell") == "" && p == "/api/v1/cluster/events":
 		g.clusterEvents(w, r)
+		return
+	case !strings.HasPrefix(p, "/api/v1/"):
+		server.WriteAPIError(w, fmt.Errorf("%w: %s %s", session.ErrNoRoute, r.Method, p))
 		return
 	case p == "/api/v1/children/" && r.Method == http.MethodGet:
 		// The children of / are the cells (as client.Cells answers).

@@ -173,9 +173,19 @@ func mergeCluster(views []cellView) map[string]any {
 // cells again.
 const gatewayClusterPoll = 500 * time.Millisecond
 
+// maxGatewayClusterStreams bounds the merged cluster streams a gateway
+// serves at once: each reads every cell twice a second.
+const maxGatewayClusterStreams = 64
+
 // clusterEvents streams the merged cluster view: now and whenever it
 // changed.
 func (g *gateway) clusterEvents(w http.ResponseWriter, r *http.Request) {
+	if n := g.clusterStreams.Add(1); n > maxGatewayClusterStreams {
+		g.clusterStreams.Add(-1)
+		server.WriteAPIError(w, fmt.Errorf("%w: %d console cluster streams open on this gateway", session.ErrBusy, maxGatewayClusterStreams))
+		return
+	}
+	defer g.clusterStreams.Add(-1)
 	identity := g.callerIdentity(r)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
