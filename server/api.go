@@ -17,9 +17,11 @@ package server
 //     this member's certificate and the caller's identity in the
 //     Latch-Identity header. The leader believes that header only from a
 //     peer whose certificate is a member's (isMemberCert); from anyone
-//     else it is ignored. A forwarded request is never forwarded again:
-//     a member that is not the leader answers 503 with Latch-Retry, and
-//     the first member looks for the leader again until ApplyTimeout.
+//     else it is ignored, except from a gateway (api_gateway.go), whose
+//     certificate comes from Config.APIGatewayCA. A forwarded request is
+//     never forwarded again: a member that is not the leader answers 503
+//     with Latch-Retry, and the first member looks for the leader again
+//     until ApplyTimeout.
 //     Watches, election observation and the console's static files are
 //     served by the member itself from its own applied state.
 //   - Sessions: open returns a token "<id>.<secret hex>" that later

@@ -49,6 +49,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/latch-io/latch/client"
@@ -77,6 +78,7 @@ CA act for the identity the gateway verified (--tls-client-ca). With
 			tlsKey := fs.String("tls-key", "", "its private key (PEM)")
 			clientCA := fs.String("tls-client-ca", "", "CA (PEM) of callers' client certificates: a verified caller's identity is passed on; without it callers are anonymous")
 			mapCell := fs.String("map-cell", "", "cell whose replicated cell map to follow")
+			hosts := fs.String("hosts", "", `names, comma separated, the gateway answers to in the Host header besides its --listen host, localhost, loopback and its certificate's names ("*": any)`)
 			return func(ctx context.Context, e *env, _ []string) error {
 				if e.g.cells == "" || *tlsCert == "" || *tlsKey == "" {
 					return fmt.Errorf("%w: gateway needs --cells, --tls-cert and --tls-key", errUsage)
@@ -97,7 +99,7 @@ CA act for the identity the gateway verified (--tls-client-ca). With
 					return err
 				}
 				defer gw.Close()
-				return gw.serve(ctx, *listen, *tlsCert, *tlsKey, func(addr string) {
+				return gw.serve(ctx, *listen, *tlsCert, *tlsKey, splitComma(*hosts), func(addr string) {
 					fmt.Fprintf(e.stdout, "gateway serving https://%s\n", addr)
 				})
 			}
@@ -120,7 +122,7 @@ type gatewayConfig struct {
 
 // serve listens on addr with the gateway's certificate until ctx ends;
 // ready is told the address once it listens.
-func (g *gateway) serve(ctx context.Context, addr, certFile, keyFile string, ready func(string)) error {
+func (g *gateway) serve(ctx context.Context, addr, certFile, keyFile string, extraHosts []string, ready func(string)) error {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return fmt.Errorf("%w: --tls-cert/--tls-key: %v", errUsage, err)
@@ -133,6 +135,7 @@ func (g *gateway) serve(ctx context.Context, addr, certFile, keyFile string, rea
 	if err != nil {
 		return err
 	}
+	g.hostOK = gatewayHosts(ln.Addr().String(), cert, extraHosts)
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if ready != nil {
@@ -180,3 +183,56 @@ func (g *gateway) callerIdentity(r *http.Request) string {
 }
 
 var errNoCell = errors.New("latch: the request names no cell")
+
+// gatewayHosts is the Host check of the browser guard (DNS rebinding):
+// the host of the listen address (any IP when it is unspecified),
+// localhost, loopback, the names and addresses of the certificate, and
+// extra ("*": any).
+func gatewayHosts(listen string, cert tls.Certificate, extra []string) func(string) bool {
+	names := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	anyIP, anyHost := false, false
+	norm := func(h string) string { return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".") }
+	if h, _, err := net.SplitHostPort(listen); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			anyIP = true
+		}
+		names[norm(h)] = true
+	}
+	if len(cert.Certificate) > 0 {
+		if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
+			for _, n := range leaf.DNSNames {
+				names[norm(n)] = true
+			}
+			for _, ip := range leaf.IPAddresses {
+				names[ip.String()] = true
+			}
+		}
+	}
+	for _, h := range extra {
+		anyHost = anyHost || h == "*"
+		names[norm(h)] = true
+	}
+	return func(host string) bool {
+		if anyHost {
+			return true
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = norm(host)
+		if ip := net.ParseIP(host); ip != nil {
+			return anyIP || names[ip.String()]
+		}
+		return names[host]
+	}
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

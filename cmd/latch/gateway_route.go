@@ -32,6 +32,7 @@ type gateway struct {
 	fwd       *http.Client
 	callerCAs *x509.CertPool
 	log       *slog.Logger
+	hostOK    func(host string) bool // the Host check (gatewayHosts); set by serve
 
 	mu   sync.Mutex
 	apis map[string][]string // cell -> member API addresses, leader first
@@ -127,7 +128,7 @@ var pathRoutes = []struct {
 
 // ServeHTTP routes one request.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !server.APIGuard(w, r, nil) {
+	if !server.APIGuard(w, r, g.hostOK) {
 		return
 	}
 	p := r.URL.Path

@@ -321,12 +321,36 @@ func TestGatewayREADMECurlWalkthrough(t *testing.T) {
 	if identity != "alice" {
 		t.Fatalf("the session opened through the gateway has identity %q, want alice", identity)
 	}
+	checkGatewayGuard(t, rig)
 	_, anon := rig.call(t, rig.hc, "POST", "/api/v1/sessions?cell=a", map[string]any{"ttl_ms": 10000}, "Latch-Identity: root")
 	_, list = rig.call(t, rig.hc, "GET", "/api/v1/sessions?cell=a", nil)
 	for _, x := range list["sessions"].([]any) {
 		if x := x.(map[string]any); fmt.Sprint(x["id"]) == fmt.Sprint(anon["session_id"]) && x["identity"] != "" {
 			t.Fatalf("a caller without a certificate got identity %v from its own header", x["identity"])
 		}
+	}
+}
+
+// checkGatewayGuard: the gateway refuses what a hostile page can make a
+// browser send, as members do (a foreign Host, a cross-site POST).
+func checkGatewayGuard(t *testing.T, rig *gatewayRig) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "https://"+rig.addr+"/api/v1/nodes/a", nil)
+	req.Host = "evil.example"
+	resp, err := rig.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET with Host evil.example: %d, want 403", resp.StatusCode)
+	}
+	code, e := rig.call(t, rig.hc, "POST", "/api/v1/nodes/a/xsite", map[string]any{}, "Origin: https://evil.example")
+	if code != http.StatusForbidden {
+		t.Fatalf("cross-origin POST: %d %v, want 403", code, e)
+	}
+	if code, _ := rig.call(t, rig.hc, "GET", "/api/v1/stat/a/xsite", nil); code != 404 {
+		t.Fatalf("a refused cross-origin POST created /a/xsite (%d)", code)
 	}
 }
 
