@@ -68,9 +68,10 @@ func init() {
 		help: `Routes each request to the cell of its path's first component, to that cell's
 leader (or any member, which forwards). --ca trusts the members' API and QUIC
 certificates (a PEM file may hold several CAs), --cert/--key is the gateway's
-certificate toward members: members started with --api-gateway-ca naming its
-CA act for the identity the gateway verified (--tls-client-ca). With
---map-cell the replicated map of that cell is followed.`,
+client identity on QUIC (member lists, the replicated map) and --api-cert/--api-key
+its certificate toward members' APIs (default --cert): members started with
+--api-gateway-ca naming its CA act for the identity the gateway verified
+(--tls-client-ca). With --map-cell the replicated map of that cell is followed.`,
 		maxArgs: 0,
 		setup: func(fs *flag.FlagSet) runFunc {
 			listen := fs.String("listen", defaultGatewayAddr, "HTTPS address to serve on")
@@ -78,6 +79,8 @@ CA act for the identity the gateway verified (--tls-client-ca). With
 			tlsKey := fs.String("tls-key", "", "its private key (PEM)")
 			clientCA := fs.String("tls-client-ca", "", "CA (PEM) of callers' client certificates: a verified caller's identity is passed on; without it callers are anonymous")
 			mapCell := fs.String("map-cell", "", "cell whose replicated cell map to follow")
+			apiCert := fs.String("api-cert", "", "the gateway's certificate (PEM) toward members' APIs, issued by the CA they trust with --api-gateway-ca (default: --cert)")
+			apiKey := fs.String("api-key", "", "its private key (PEM)")
 			hosts := fs.String("hosts", "", `names, comma separated, the gateway answers to in the Host header besides its --listen host, localhost, loopback and its certificate's names ("*": any)`)
 			return func(ctx context.Context, e *env, _ []string) error {
 				if e.g.cells == "" || *tlsCert == "" || *tlsKey == "" {
@@ -91,8 +94,16 @@ CA act for the identity the gateway verified (--tls-client-ca). With
 				if err != nil {
 					return err
 				}
+				var apiCerts []tls.Certificate
+				if *apiCert != "" || *apiKey != "" {
+					c, err := tls.LoadX509KeyPair(*apiCert, *apiKey)
+					if err != nil {
+						return fmt.Errorf("%w: --api-cert/--api-key: %v", errUsage, err)
+					}
+					apiCerts = []tls.Certificate{c}
+				}
 				gw, err := newGateway(ctx, gatewayConfig{
-					Client: cfg, Map: m, MapCell: *mapCell, ClientCA: *clientCA,
+					Client: cfg, APICerts: apiCerts, Map: m, MapCell: *mapCell, ClientCA: *clientCA,
 					Logger: slog.New(slog.NewTextHandler(e.stderr, nil)),
 				})
 				if err != nil {
@@ -111,9 +122,13 @@ CA act for the identity the gateway verified (--tls-client-ca). With
 type gatewayConfig struct {
 	// Client is the client configuration toward every cell: its TLS
 	// trusts the members and presents the gateway's certificate.
-	Client  client.Config
-	Map     client.CellMap
-	MapCell string
+	Client client.Config
+	// APICerts, when set, is the certificate presented to members' APIs
+	// (else Client's): one of the CA members trust for gateways, while
+	// Client's certificate is a client identity their QUIC front accepts.
+	APICerts []tls.Certificate
+	Map      client.CellMap
+	MapCell  string
 	// ClientCA, when set, is a PEM file of the CA that issues callers'
 	// client certificates.
 	ClientCA string

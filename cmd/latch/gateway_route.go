@@ -60,6 +60,9 @@ func newGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	fwdTLS.NextProtos = []string{"h2", "http/1.1"}
 	fwdTLS.ServerName = ""
 	fwdTLS.ClientSessionCache = nil // QUIC's tickets are not the API's
+	if len(cfg.APICerts) > 0 {
+		fwdTLS.Certificates = cfg.APICerts
+	}
 	g := &gateway{x: x, callerCAs: cas, log: cfg.Logger, apis: map[string][]string{}}
 	if g.log == nil {
 		g.log = slog.Default()

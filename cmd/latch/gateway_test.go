@@ -20,43 +20,58 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
 
-// gatewayRig is a `latch gateway` process in front of two cells (a, b)
-// of three latchd each. Its PKI (in <work>/latch-data/tls, as the
+// gatewayRig is `latch gateway` processes in front of two cells (a, b)
+// of three latchd each. Its client PKI (in <work>/latch-data/tls, as the
 // README's curl walk-through expects next to latchd --dev) issues the
-// gateway's server certificate, its certificate toward members (the
-// members trust its CA with --api-gateway-ca) and callers' certificates
-// (the gateway's --tls-client-ca).
+// gateways' server certificate and every client identity: callers', the
+// cells' admin and the gateways' own on QUIC (members and gateways take
+// it as --tls-client-ca). A second CA issues only the gateways'
+// certificate toward members' APIs (--api-cert; members trust it with
+// --api-gateway-ca).
 type gatewayRig struct {
-	cells map[string]*proc.Cluster
-	pki   session.DevCerts
-	work  string
-	addr  string
-	hc    *http.Client
+	cells   map[string]*proc.Cluster
+	cellMap map[string][]string // every cell's endpoints
+	pki     session.DevCerts
+	work    string
+	addr    string // the first gateway
+	hc      *http.Client
+
+	bin, mapFile, bundle, gwCert, gwKey, apiCert, apiKey string
 }
 
-func startGatewayRig(t *testing.T) *gatewayRig {
+// startGatewayRig starts the cells and one gateway whose map file names
+// mapCells (default: both); it follows cell a's replicated map.
+func startGatewayRig(t *testing.T, mapCells ...string) *gatewayRig {
 	t.Helper()
-	rig := &gatewayRig{cells: map[string]*proc.Cluster{}, work: t.TempDir()}
+	rig := &gatewayRig{cells: map[string]*proc.Cluster{}, cellMap: map[string][]string{}, work: t.TempDir()}
 	var err error
 	if rig.pki, err = session.EnsureDevCerts(filepath.Join(rig.work, "latch-data", "tls")); err != nil {
 		t.Fatal(err)
 	}
-	gwCert, gwKey, err := rig.pki.Client("latch-gateway")
+	if rig.gwCert, rig.gwKey, err = rig.pki.Client("latch-gateway"); err != nil {
+		t.Fatal(err)
+	}
+	gwCA, err := session.EnsureDevCerts(filepath.Join(rig.work, "gateway-ca"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cellMap := map[string][]string{}
+	if rig.apiCert, rig.apiKey, err = gwCA.Client("gateway"); err != nil {
+		t.Fatal(err)
+	}
 	var cas []byte
 	for _, name := range []string{"a", "b"} {
 		c := proc.StartClusterCerts(t, 3, func(_ session.DevCerts, _ int) []string {
-			return []string{"--cell", name, "--api-gateway-ca", rig.pki.CA}
+			// Client certificates name identities; every identity may use
+			// the namespace (the walk-through's callers are anonymous).
+			return []string{"--cell", name, "--tls-client-ca", rig.pki.CA, "--acl-default", "allow", "--api-gateway-ca", gwCA.CA}
 		})
 		rig.cells[name] = c
-		cellMap[name] = c.ClientAddrs()
+		rig.cellMap[name] = c.ClientAddrs()
 		b, err := os.ReadFile(c.Certs.CA)
 		if err != nil {
 			t.Fatal(err)
@@ -66,25 +81,40 @@ func startGatewayRig(t *testing.T) *gatewayRig {
 	for _, c := range rig.cells {
 		c.WaitLeader(t)
 	}
-	bundle := filepath.Join(rig.work, "cells-ca.pem")
-	mapFile := filepath.Join(rig.work, "cells.json")
-	js, _ := json.Marshal(map[string]any{"cells": cellMap})
-	if err := os.WriteFile(bundle, cas, 0o600); err != nil {
+	if len(mapCells) == 0 {
+		mapCells = []string{"a", "b"}
+	}
+	fileMap := map[string][]string{}
+	for _, name := range mapCells {
+		fileMap[name] = rig.cellMap[name]
+	}
+	rig.bundle = filepath.Join(rig.work, "cells-ca.pem")
+	rig.mapFile = filepath.Join(rig.work, "cells.json")
+	js, _ := json.Marshal(map[string]any{"cells": fileMap})
+	if err := os.WriteFile(rig.bundle, cas, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(mapFile, js, 0o600); err != nil {
+	if err := os.WriteFile(rig.mapFile, js, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	rig.bin = filepath.Join(t.TempDir(), "latch")
+	if err := proc.GoBuild("./cmd/latch", rig.bin); err != nil {
+		t.Fatal(err)
+	}
+	rig.hc = rig.client(t, "")
+	rig.addr = rig.startGateway(t)
+	return rig
+}
 
-	bin := filepath.Join(t.TempDir(), "latch")
-	if err := proc.GoBuild("./cmd/latch", bin); err != nil {
-		t.Fatal(err)
-	}
-	rig.addr = proc.FreeAddrs(t, 1)[0]
+// startGateway starts one more `latch gateway` process and returns its
+// address once it answers.
+func (rig *gatewayRig) startGateway(t *testing.T) string {
+	t.Helper()
+	addr := proc.FreeAddrs(t, 1)[0]
 	var logs syncBuffer
-	cmd := exec.Command(bin, "--cells", mapFile, "--ca", bundle, "--cert", gwCert, "--key", gwKey,
-		"gateway", "--listen", rig.addr, "--tls-cert", rig.pki.ServerCert, "--tls-key", rig.pki.ServerKey,
-		"--tls-client-ca", rig.pki.CA, "--map-cell", "a")
+	cmd := exec.Command(rig.bin, "--cells", rig.mapFile, "--ca", rig.bundle, "--cert", rig.gwCert, "--key", rig.gwKey,
+		"gateway", "--listen", addr, "--tls-cert", rig.pki.ServerCert, "--tls-key", rig.pki.ServerKey,
+		"--api-cert", rig.apiCert, "--api-key", rig.apiKey, "--tls-client-ca", rig.pki.CA, "--map-cell", "a")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -95,24 +125,23 @@ func startGatewayRig(t *testing.T) *gatewayRig {
 		cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("gateway output:\n%s", logs.String())
+			t.Logf("gateway %s output:\n%s", addr, logs.String())
 		}
 	})
-	rig.hc = rig.client(t, "")
 	proc.Eventually(t, "the gateway answers", func() error {
 		select {
 		case <-exited:
-			t.Fatalf("the gateway exited:\n%s", logs.String())
+			t.Fatalf("the gateway exited (%v): %v\n%s", cmd.ProcessState, cmd.Args, logs.String())
 		default:
 		}
-		resp, err := rig.hc.Get("https://" + rig.addr + "/api/v1/health")
+		resp, err := rig.hc.Get("https://" + addr + "/api/v1/health")
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		return nil
 	})
-	return rig
+	return addr
 }
 
 // client is an HTTPS client trusting the gateway, presenting the client
@@ -145,12 +174,18 @@ func (rig *gatewayRig) client(t *testing.T, identity string) *http.Client {
 // call sends a JSON request to the gateway and decodes the answer.
 func (rig *gatewayRig) call(t *testing.T, hc *http.Client, method, path string, body any, hdr ...string) (int, map[string]any) {
 	t.Helper()
+	return rig.callAt(t, rig.addr, hc, method, path, body, hdr...)
+}
+
+// callAt is call to the gateway at addr.
+func (rig *gatewayRig) callAt(t *testing.T, addr string, hc *http.Client, method, path string, body any, hdr ...string) (int, map[string]any) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "https://"+rig.addr+path, rd)
+	req, err := http.NewRequest(method, "https://"+addr+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,4 +469,61 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A gateway follows the replicated cell map: started with a map that
+// lacks cell b, it refuses b's paths (421) until an admin publishes a map
+// with b in map cell a, then serves them; and a second gateway beside it
+// serves a session the first one opened (the token names its cell, no
+// gateway remembers it).
+func TestGatewayFollowsMapSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	rig := startGatewayRig(t, "a")
+	if code, e := rig.call(t, rig.hc, "POST", "/api/v1/nodes/b/x", map[string]any{}); code != 421 {
+		t.Fatalf("a cell missing from the map: %d %v, want 421", code, e)
+	}
+
+	a := rig.cells["a"]
+	certFile, keyFile, err := rig.pki.Client(proc.AdminName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := session.ClientTLS(a.Certs.CA, certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := client.Dial(ctx, client.Config{Endpoints: a.ClientAddrs(), TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := client.PublishCellMap(ctx, admin, "a", client.CellMap(rig.cellMap)); err != nil {
+		t.Fatal(err)
+	}
+	proc.Eventually(t, "the gateway routes cell b after the map changed", func() error {
+		if code, e := rig.call(t, rig.hc, "POST", "/api/v1/nodes/b/x", map[string]any{}); code != 201 {
+			return fmt.Errorf("create /b/x: %d %v", code, e)
+		}
+		return nil
+	})
+
+	second := rig.startGateway(t)
+	code, s := rig.call(t, rig.hc, "POST", "/api/v1/sessions?cell=b", map[string]any{"ttl_ms": 10000})
+	tok, _ := s["token"].(string)
+	if code != 201 || !strings.HasPrefix(tok, "b/") {
+		t.Fatalf("session: %d %v", code, s)
+	}
+	if code, e := rig.callAt(t, second, rig.hc, "POST", "/api/v1/nodes/b/x/eph", map[string]any{"ephemeral": true}, "Latch-Session: "+tok); code != 201 {
+		t.Fatalf("the second gateway with the first one's session: %d %v", code, e)
+	}
+	if code, e := rig.callAt(t, second, rig.hc, "DELETE", "/api/v1/sessions/"+fmt.Sprint(s["session_id"]), nil, "Latch-Session: "+tok); code != 200 {
+		t.Fatalf("closing the session through the second gateway: %d %v", code, e)
+	}
+	if code, _ := rig.call(t, rig.hc, "GET", "/api/v1/stat/b/x/eph", nil); code != 404 {
+		t.Fatalf("the session's ephemeral outlived its close (%d)", code)
+	}
 }
