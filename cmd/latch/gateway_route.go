@@ -173,7 +173,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxGatewayBody))
 	if err != nil {
-		server.WriteAPIError(w, fmt.Errorf("%w: reading request body: %v", session.ErrMalformed, err))
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			err = fmt.Errorf("%w: request body over %d bytes", session.ErrFrameTooLarge, tooBig.Limit)
+		} else {
+			err = fmt.Errorf("%w: reading request body: %v", session.ErrMalformed, err)
+		}
+		server.WriteAPIError(w, err)
 		return
 	}
 	cell, token, err := g.route(r, body)
