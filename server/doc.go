@@ -98,7 +98,11 @@
 //     presenting this member's own certificate. api.go says the rest;
 //     api_guard.go what it refuses from browsers (non-JSON bodies,
 //     cross-site requests, foreign Host names) and the security headers
-//     every answer carries.
+//     every answer carries; api_gateway.go whom it believes besides a
+//     member (a gateway certificate of Config.APIGatewayCA) and what it
+//     exports for latch gateway; api_lockroute.go how a lock path and its
+//     view are read; api_leasewait.go how a waiting implicit lease stays
+//     alive.
 //   - Integrity: a storage fault in the namespace store, or a state hash
 //     that a majority of members disagrees with (hashcheck.go: the leader
 //     proposes OpHashCheck every HashCheckInterval, every member hashes
