@@ -17,9 +17,11 @@ package server
 //     this member's certificate and the caller's identity in the
 //     Latch-Identity header. The leader believes that header only from a
 //     peer whose certificate is a member's (isMemberCert); from anyone
-//     else it is ignored. A forwarded request is never forwarded again:
-//     a member that is not the leader answers 503 with Latch-Retry, and
-//     the first member looks for the leader again until ApplyTimeout.
+//     else it is ignored, except from a gateway (api_gateway.go), whose
+//     certificate comes from Config.APIGatewayCA. A forwarded request is
+//     never forwarded again: a member that is not the leader answers 503
+//     with Latch-Retry, and the first member looks for the leader again
+//     until ApplyTimeout.
 //     Watches, election observation, stale reads (?stale=true on nodes,
 //     children and stat) and the console's static files are served by the
 //     member itself from its own applied state.
@@ -101,8 +103,9 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
-	hosts         apiHostSet // the Host names it answers to (api_guard.go)
-	stats         *consoleStats // the console's charts (api_console_stats.go)
+	hosts         apiHostSet     // the Host names it answers to (api_guard.go)
+	stats         *consoleStats  // the console's charts (api_console_stats.go)
+	gateways      *x509.CertPool // issuers of gateway certificates (api_gateway.go); nil: none
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -202,8 +205,11 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	if required {
 		c.ClientAuth = tls.RequireAnyClientCert
 	}
+	if a.gateways, err = loadGatewayCA(a.s.cfg.APIGatewayCA); err != nil {
+		return nil, err
+	}
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates) {
+		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates) || a.isGatewayCert(cs.PeerCertificates) {
 			return nil // required: RequireAnyClientCert refused it already
 		}
 		if pool == nil {
@@ -268,6 +274,9 @@ func (a *apiFront) callerOf(r *http.Request) caller {
 			c.forwarded, c.identity = true, r.Header.Get(hdrIdentity)
 		}
 		return c
+	}
+	if a.isGatewayCert(r.TLS.PeerCertificates) {
+		return caller{identity: r.Header.Get(hdrIdentity)} // api_gateway.go
 	}
 	if !a.verifyClients {
 		return caller{} // an unverified certificate names nobody

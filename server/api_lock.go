@@ -171,6 +171,7 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 		}
 		sid = resp.Session
 		leaseToken = sessionToken(sid, resp.Secret)
+		defer a.keepWaiting(sid)() // api_leasewait.go
 	}
 	// giveUp ends an implicit lease that holds nothing.
 	giveUp := func() {
@@ -438,16 +439,17 @@ func (a *apiFront) renew(w http.ResponseWriter, r *http.Request, c caller, path 
 	writeJSON(w, http.StatusOK, out)
 }
 
-// lockQueue answers GET /api/v1/locks/{path} (and .../queue); .../history
-// is lockHistory.
+// lockQueue answers GET /api/v1/locks/{path} (and .../queue, or
+// ?view=queue); the history view is lockHistory (api_lockroute.go).
 func (a *apiFront) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
-	path := apiPath(r)
-	if p, action, err := splitAction(r, "queue", "history"); err == nil {
-		if action == "history" {
-			a.lockHistory(w, r, c, p)
-			return
-		}
-		path = p
+	path, view, err := lockView(r)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	if view == "history" {
+		a.lockHistory(w, r, c, path)
+		return
 	}
 	cc, _, err := a.conn(r, c)
 	if err != nil {

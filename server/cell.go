@@ -93,13 +93,10 @@ func (a *apiFront) checkCell(r *http.Request, rt apiRoute) error {
 	if cell == "" || !strings.HasSuffix(rt.pattern, "{path...}") {
 		return nil
 	}
-	rest := r.PathValue("path")
+	p := apiPath(r)
 	if strings.HasPrefix(rt.pattern, "/api/v1/locks/") || strings.HasPrefix(rt.pattern, "/api/v1/elections/") {
-		if i := strings.LastIndexByte(rest, '/'); apiActions[rest[i+1:]] {
-			rest = rest[:max(i, 0)]
-		}
+		p = lockRoutePath(r, rt)
 	}
-	p := "/" + rest
 	if session.InCell(p, cell) {
 		return nil
 	}

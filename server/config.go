@@ -55,6 +55,12 @@ type Config struct {
 	// addresses of the client front's certificate. Any other Host is
 	// refused (DNS rebinding). "*" accepts every Host.
 	APIHosts []string
+	// APIGatewayCA is a PEM file of the CA (or CAs) whose certificates
+	// mark an API peer as a gateway (latch gateway): its requests are
+	// served for the identity it names in Latch-Identity, which it
+	// verified itself. "" trusts no gateway. Give it a CA that issues
+	// gateway certificates only: any holder of one acts as any identity.
+	APIGatewayCA string
 	// APIMaxRequests bounds the API requests (long polls included, event
 	// streams not) one member serves at once; more are refused with
 	// ErrBusy. Default 4096.

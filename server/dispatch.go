@@ -370,7 +370,7 @@ func memberInfos(ms []MemberStatus) []session.MemberInfo {
 	out := make([]session.MemberInfo, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, session.MemberInfo{
-			ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr,
+			ID: m.ID, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, HTTPAddr: m.HTTPAddr, APIAddr: m.APIAddr,
 			Leader: m.Leader, Voter: m.Suffrage == "voter",
 		})
 	}

@@ -103,7 +103,11 @@
 //     presenting this member's own certificate. api.go says the rest;
 //     api_guard.go what it refuses from browsers (non-JSON bodies,
 //     cross-site requests, foreign Host names) and the security headers
-//     every answer carries.
+//     every answer carries; api_gateway.go whom it believes besides a
+//     member (a gateway certificate of Config.APIGatewayCA) and what it
+//     exports for latch gateway; api_lockroute.go how a lock path and its
+//     view are read; api_leasewait.go how a waiting implicit lease stays
+//     alive.
 //   - Integrity: a storage fault in the namespace store, a raft log entry
 //     that fails its checksum (raftstore/checksum.go: every entry is
 //     checked on read, and the whole log before the member starts, which

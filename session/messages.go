@@ -526,6 +526,7 @@ type MemberInfo struct {
 	RaftAddr   string `codec:"ra,omitempty"`
 	ClientAddr string `codec:"ca,omitempty"`
 	HTTPAddr   string `codec:"ha,omitempty"`
+	APIAddr    string `codec:"aa,omitempty"` // the HTTP/JSON API (a gateway routes to it)
 	Leader     bool   `codec:"l,omitempty"`
 	Voter      bool   `codec:"v,omitempty"`
 }

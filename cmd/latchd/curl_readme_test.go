@@ -67,7 +67,7 @@ func TestREADMECurlWalkthrough(t *testing.T) {
 	if err := os.Symlink(n.DataDir, filepath.Join(work, "latch-data")); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "API=https://"+n.APIAddr)
+	env := append(os.Environ(), "API=https://"+n.APIAddr, "JOBS=jobs") // the README's first block sets both
 	shell := func(script string, out *syncBuffer) *exec.Cmd {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, out, out

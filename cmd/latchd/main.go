@@ -53,6 +53,7 @@ type options struct {
 	clientAddr, raftAddr, httpAddr    string
 	apiAddr                           string
 	apiHosts                          string
+	apiGatewayCA                      string
 	raftAdvertise, httpAdvertise      string
 	bootstrap, join                   string
 	dev                               bool
@@ -98,6 +99,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.raftAddr, "raft-addr", def.RaftAddr, "raft (TCP) bind address")
 	fs.StringVar(&o.httpAddr, "http-addr", def.HTTPAddr, "admin HTTP bind address (/metrics, /healthz, /readyz, /v1/...)")
 	fs.StringVar(&o.apiAddr, "api-addr", server.DefaultAPIAddr, `HTTP/JSON API and web console (HTTPS, TCP) bind address, with the client certificate and client CA; "" turns it off`)
+	fs.StringVar(&o.apiGatewayCA, "api-gateway-ca", "", "CA certificate (PEM) of latch gateways: an API client presenting a certificate it issued may act for the identity it names (a gateway verified it); use a CA that issues gateway certificates only")
 	fs.StringVar(&o.apiHosts, "api-hosts", "", `names, comma separated, the API answers to in the Host header besides its --api-addr host, localhost, 127.0.0.1, ::1 and its certificate's names ("*": any; other Hosts are refused against DNS rebinding)`)
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "raft address other members dial (default: the bound --raft-addr)")
 	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "admin address other members use (default: the bound --http-addr)")
@@ -286,6 +288,7 @@ func (o *options) serverConfig(logger *slog.Logger) (server.Config, error) {
 		cfg.MaxWatchesPerConn = max(cfg.MaxRequestsPerConn/2, 1)
 	}
 	cfg.APIHosts = splitList(o.apiHosts)
+	cfg.APIGatewayCA = o.apiGatewayCA
 	if cfg.Admins, err = parseAdmins(o.admins); err != nil {
 		return cfg, err
 	}
