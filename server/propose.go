@@ -50,12 +50,12 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	}
 	start := time.Now()
 	f := s.raft.Apply(data, timeout)
-	// Waited for directly, not through waitFuture: raft resolves every
-	// apply future (applied, leadership lost, shut down) within a commit
-	// or a leader lease, and a caller that gave up meanwhile could learn
-	// nothing more from an early return than "unknown outcome". This saves
-	// a goroutine and a wake-up on every write.
-	if err := f.Error(); err != nil {
+	// Raft answers an apply future when the entry is applied, leadership
+	// is lost or raft shuts down, with one exception: an entry still in
+	// raft's buffered apply channel (BatchApplyCh) when raft shuts down is
+	// never answered. So the wait also ends when the member stops, with an
+	// unknown outcome, instead of holding Close forever.
+	if err := s.waitApply(f); err != nil {
 		s.metrics.proposed("error", start)
 		if failed := s.Err(); failed != nil {
 			// This member stopped serving while the entry was in flight;
@@ -87,6 +87,18 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 		}
 	}
 	return res, nil
+}
+
+// waitApply waits for f until the member stops (ErrClosed then).
+func (s *Server) waitApply(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-s.stop:
+		return fmt.Errorf("%w: the member stopped while the entry was in flight", ErrUnknownOutcome)
+	}
 }
 
 // waitFuture waits for f, or for ctx when it can be cancelled. Raft futures

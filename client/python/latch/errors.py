@@ -87,6 +87,7 @@ _TABLE = [
     (115, "AdminDenied"),
     (116, "MemberExists"),
     (117, "SnapshotTooSoon"),
+    (150, "Behind"),
 ]
 
 # ERRORS maps each wire name to its exception class.

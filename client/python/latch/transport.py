@@ -8,7 +8,8 @@ now. What is retried, within the call's timeout:
 * a request that never reached a member (connect refused, TLS failure, a
   pooled connection the member closed, a send that failed);
 * an answer that says the request was not acted on: 503 NotLeader,
-  NoLeader or Closed, 429 Busy, 421 (misdirected);
+  NoLeader, Closed or Behind (a stale read of a member behind the
+  client), 429 Busy, 421 (misdirected);
 * for reads and other requests safe to repeat (``idempotent=True``), also a
   connection that broke after the request was sent, and 503 UnknownOutcome.
 
@@ -29,7 +30,7 @@ from urllib.parse import quote
 from . import errors
 
 # Answers that mean "not acted on, try again (elsewhere)".
-_RETRY_NAMES = {"NotLeader", "NoLeader", "Closed", "Busy"}
+_RETRY_NAMES = {"NotLeader", "NoLeader", "Closed", "Busy", "Behind"}
 _RETRY_STATUSES = {421}
 
 # An idle pooled connection older than this is not reused: the server
