@@ -294,10 +294,22 @@ const busyRound = 3
 
 // refusedBusy reports whether err is a member refusing a connection for
 // load: quic's CONNECTION_REFUSED before the handshake (admission
-// control), or ConnBusy after it (--max-conns).
+// control) or a handshake that timed out, or ConnBusy after it
+// (--max-conns).
 func refusedBusy(err error) bool {
 	var te *quic.TransportError
 	if errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused {
+		return true
+	}
+	// A member refusing thousands of attempts at once drops some of its
+	// CONNECTION_REFUSED packets (quic-go queues four): the handshake
+	// then times out in silence, and is as much a "busy".
+	var ie *quic.HandshakeTimeoutError
+	if errors.As(err, &ie) {
+		return true
+	}
+	var idle *quic.IdleTimeoutError
+	if errors.As(err, &idle) {
 		return true
 	}
 	var ae *quic.ApplicationError

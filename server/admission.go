@@ -49,7 +49,7 @@ type AdmissionConfig struct {
 	// MaxHandshakesInFlight bounds handshakes started and not finished.
 	// Each holds quic-go's connection state until it ends (a client that
 	// vanishes mid-handshake holds it for the handshake timeout): the
-	// bound is on memory; HandshakeRate bounds the CPU. Default 256.
+	// bound is on memory; HandshakeRate bounds the CPU. Default 1024.
 	MaxHandshakesInFlight int
 	// FailedHandshakesPerHost is how many failed handshakes per second one
 	// host may cause (burst: twice that); beyond it the host's attempts
@@ -68,7 +68,7 @@ type AdmissionConfig struct {
 const (
 	DefaultHandshakeRate           = 400
 	DefaultHandshakeBurst          = 32
-	DefaultMaxHandshakesInFlight   = 256
+	DefaultMaxHandshakesInFlight   = 1024
 	DefaultFailedHandshakesPerHost = 20
 	DefaultProbesPerHost           = 10000
 	DefaultLagLimit                = 20 * time.Millisecond
@@ -170,6 +170,7 @@ type admission struct {
 
 	refused  sync.Map     // reason → *atomic.Uint64
 	lastRef  atomic.Int64 // unix nanos of the last refused connection attempt
+	ends     [4]atomic.Uint64 // handshakes ended, by session.HandshakeEnd
 	rateNow  atomic.Uint64
 	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval
 }
@@ -195,6 +196,13 @@ func (a *admission) refuse(reason string) error {
 		a.lastRef.Store(a.now().UnixNano())
 	}
 	return fmt.Errorf("%w (%s)", errAdmission, reason)
+}
+
+// handshaking returns the handshakes in flight.
+func (a *admission) handshaking() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inFlight
 }
 
 // refusedWithin reports whether a connection attempt was refused for load
@@ -238,6 +246,7 @@ func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
 // ended books a handshake's end: the slot in flight, the refund of a
 // resumed one, the failure budget of the host of a failed one.
 func (a *admission) ended(host string, how session.HandshakeEnd) {
+	a.ends[how].Add(1)
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()

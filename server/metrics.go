@@ -125,6 +125,8 @@ var (
 	descCapUsed        = prometheus.NewDesc("latch_cap_used", "What a cap counts now on this member (per-identity caps: the busiest identity).", []string{"member", "cap"}, nil)
 	descAdmRefused     = prometheus.NewDesc("latch_admission_refused_total", "Client connection attempts refused before their handshake (reason rate, in_flight, failing_host) and leader probes dropped (reason probe) by admission control.", []string{"member", "reason"}, nil)
 	descAdmRate        = prometheus.NewDesc("latch_admission_handshake_rate", "Full TLS handshakes per second admission control lets in now (lowered while the scheduler runs late).", []string{"member"}, nil)
+	descAdmEnds        = prometheus.NewDesc("latch_admission_handshakes_total", "Admitted client handshakes by how they ended: full, resumed, failed (TLS refused the client's credentials) or abandoned (the client went away or silent).", []string{"member", "end"}, nil)
+	descAdmInFlight    = prometheus.NewDesc("latch_admission_handshakes_in_flight", "Client handshakes admitted and not yet ended (cap: --max-handshakes-in-flight).", []string{"member"}, nil)
 	descSchedLag       = prometheus.NewDesc("latch_scheduler_lag_seconds", "Worst lateness of a 10ms ticker over the last 100ms: how long runnable goroutines wait for a CPU.", []string{"member"}, nil)
 	descResumeFailures = prometheus.NewDesc("latch_resume_failures_total", "Session resumes that failed for a wrong secret or identity, refused by the limiter or not.", []string{"member"}, nil)
 	descResumeRefused  = prometheus.NewDesc("latch_resume_refused_total", "Session resumes refused by the failed-resume limiter, by what was out of tokens: the connection or the host (--max-failed-resumes-per-host).", []string{"member", "by"}, nil)
@@ -146,7 +148,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descSchedLag, descResumeFailures, descResumeRefused} {
+		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descAdmEnds, descAdmInFlight, descSchedLag, descResumeFailures, descResumeRefused} {
 		ch <- d
 	}
 	for _, d := range readDescs {
@@ -214,6 +216,10 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 		ch <- prometheus.MustNewConstMetric(descAdmRefused, prometheus.CounterValue, float64(f.adm.refusals(reason)), id, reason)
 	}
 	gauge(descAdmRate, float64(f.adm.rateNow.Load()))
+	gauge(descAdmInFlight, float64(f.adm.handshaking()))
+	for how, end := range []string{"failed", "abandoned", "full", "resumed"} {
+		ch <- prometheus.MustNewConstMetric(descAdmEnds, prometheus.CounterValue, float64(f.adm.ends[how].Load()), id, end)
+	}
 	gauge(descSchedLag, time.Duration(f.adm.lagNanos.Load()).Seconds())
 	f.collectReads(ch, id)
 }

@@ -38,7 +38,10 @@ type Config struct {
 	FailureTimeout time.Duration
 	// HandshakeTimeout bounds the QUIC+TLS handshake: a peer silent for
 	// this long during it is dropped, and no handshake may take more than
-	// twice this. Default 10s.
+	// twice this. Default 3s: a member holds an abandoned handshake (a
+	// client that gave up, or lost a CONNECTION_REFUSED packet and waits
+	// in silence) for this long, and a refused client retries after it;
+	// on a LAN a live handshake is never silent for a second.
 	HandshakeTimeout time.Duration
 	// DisableMux: a client sends every request on a stream of its own
 	// even to a server that serves the mux stream (FeatureMux); a server
@@ -54,7 +57,7 @@ func DefaultConfig() Config {
 		MaxIncomingStreams: 10000,
 		KeepAlivePeriod:    5 * time.Second,
 		MaxIdleTimeout:     30 * time.Second,
-		HandshakeTimeout:   10 * time.Second,
+		HandshakeTimeout:   3 * time.Second,
 	}
 }
 

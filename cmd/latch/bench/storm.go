@@ -74,6 +74,7 @@ type StormFlood struct {
 // termWatch polls every endpoint's term and leader and counts changes.
 type termWatch struct {
 	r    *runner
+	scs  []*scraper // every member's admin endpoint
 	mu   sync.Mutex
 	seen map[string]bool // "term leader" pairs seen
 	n    int             // changes since mark
@@ -87,6 +88,18 @@ const termPoll = 200 * time.Millisecond
 
 func (r *runner) watchTerms() *termWatch {
 	w := &termWatch{r: r, seen: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	// The admin endpoints (HTTPS), not the client port: under a storm the
+	// client port refuses new connections, which is what is measured.
+	ctx, cancel := r.opCtx()
+	members, err := r.ctl.Members(ctx)
+	cancel()
+	if err == nil {
+		for _, m := range members {
+			if _, addr, err := leaderAdmin([]client.MemberInfo{{ID: m.ID, Leader: true, HTTPAddr: m.HTTPAddr, ClientAddr: m.ClientAddr}}); err == nil {
+				w.scs = append(w.scs, newScraper(addr, termPoll*5, r.cfg.Client.TLS))
+			}
+		}
+	}
 	w.poll()
 	go func() {
 		defer close(w.done)
@@ -107,11 +120,11 @@ func (r *runner) watchTerms() *termWatch {
 // poll asks every endpoint; a leader in a term not seen before is a
 // change (the first one seen is the starting point).
 func (w *termWatch) poll() {
-	for _, addr := range w.r.cfg.Client.Endpoints {
-		ctx, cancel := context.WithTimeout(w.r.base, termPoll)
-		st, err := w.r.ctl.StatusOf(ctx, addr)
+	for _, sc := range w.scs {
+		ctx, cancel := context.WithTimeout(w.r.base, termPoll*5)
+		st, err := sc.status(ctx)
 		cancel()
-		if err != nil || st.State != "leader" {
+		if err != nil || st.State != "Leader" {
 			continue
 		}
 		key := fmt.Sprintf("%d %s", st.Term, st.ID)
