@@ -57,7 +57,9 @@ type AdmissionConfig struct {
 	FailedHandshakesPerHost float64
 	// ProbesPerHost bounds the leader probes one host gets answered per
 	// second (burst: the same); more are dropped unanswered (clients
-	// resend). Default 10000.
+	// resend). Default 20000: one host may run thousands of clients
+	// that look for the leader at once, and a probe dropped makes its
+	// client probe again.
 	ProbesPerHost float64
 	// LagLimit is the scheduler lateness above which the handshake rate is
 	// halved. Default 20ms.
@@ -70,7 +72,7 @@ const (
 	DefaultHandshakeBurst          = 32
 	DefaultMaxHandshakesInFlight   = 1024
 	DefaultFailedHandshakesPerHost = 20
-	DefaultProbesPerHost           = 10000
+	DefaultProbesPerHost           = 20000
 	DefaultLagLimit                = 20 * time.Millisecond
 	DefaultMaxReconnectGrace       = 45 * time.Second
 )

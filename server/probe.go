@@ -9,11 +9,13 @@ import (
 )
 
 // followedLeader returns the leader this member can vouch for: itself
-// while raft says it leads, else the leader raft follows if it heard from
-// it within half a heartbeat timeout (five missed heartbeats). A leader
-// that went silent is not named: until the election ends, redirects and
-// probe answers say "no leader yet" rather than send clients to a member
-// that may be dead.
+// while raft says it leads, else the leader raft follows while it has not
+// timed it out (heard from it within a heartbeat timeout) and did not see
+// it crash (crashdetect.go). A crashed leader is not named: until the
+// election ends, redirects and probe answers say "no leader yet" rather
+// than send clients to a dead member. (Half a heartbeat timeout, as
+// before, made a follower that a load starved for 250ms deny a healthy
+// leader, and the clients that asked polled on, probing harder.)
 func (s *Server) followedLeader() (id string) {
 	if s.raft == nil {
 		return ""
@@ -22,7 +24,7 @@ func (s *Server) followedLeader() (id string) {
 		return s.cfg.ID
 	}
 	_, lid := s.raft.LeaderWithID()
-	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout/2 || lid == s.crash.deadLeader() {
+	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout || lid == s.crash.deadLeader() {
 		return ""
 	}
 	return string(lid)

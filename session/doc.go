@@ -182,7 +182,7 @@
 //
 // Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (streams
 // open at once per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
-// HandshakeTimeout 10s (silence during the handshake; the whole handshake
+// HandshakeTimeout 3s (silence during the handshake; the whole handshake
 // is bounded by twice that), FailureTimeout off (clients: the fast
 // watchdog while a call waits, liveness.go; servers echo its pings on
 // every connection). Zero fields take the default; Validate names
