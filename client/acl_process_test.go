@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
@@ -154,7 +155,7 @@ func memberDumps(t *testing.T, c *proc.Cluster) []string {
 		n.Stop(t)
 	}
 	for _, n := range c.Nodes {
-		s, err := namespace.Open(namespace.Config{Dir: filepath.Join(n.DataDir, "fsm")})
+		s, err := store.Open(store.Config{Dir: filepath.Join(n.DataDir, "fsm")})
 		if err != nil {
 			t.Fatal(err)
 		}

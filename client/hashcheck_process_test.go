@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/proc"
 )
 
@@ -47,7 +48,7 @@ func TestStateHashCheckFindsDivergence(t *testing.T) {
 	if code := f.Stop(t); code != 0 {
 		t.Fatalf("%s exited %d", f.ID, code)
 	}
-	st, err := namespace.Open(namespace.Config{Dir: filepath.Join(f.DataDir, "fsm")})
+	st, err := store.Open(store.Config{Dir: filepath.Join(f.DataDir, "fsm")})
 	if err != nil {
 		t.Fatal(err)
 	}

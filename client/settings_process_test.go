@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/proc"
 )
 
@@ -166,7 +167,7 @@ func waitSameApplied(t *testing.T, c *proc.Cluster) uint64 {
 // dumpStore opens a stopped member's namespace store and dumps it.
 func dumpStore(t *testing.T, dir string) string {
 	t.Helper()
-	s, err := namespace.Open(namespace.Config{Dir: dir})
+	s, err := store.Open(store.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,16 +78,3 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
-
-// BenchmarkACLCheck is the cost Apply adds to a create: one rule lookup
-// per ancestor of the path.
-func BenchmarkACLCheck(b *testing.B) {
-	t := (&aclTable{enforced: true}).with([]ACLRule{
-		{"ops", "/", PermAll}, {"alice", "/jobs", PermRWCD}, {"*", "/public", PermRead},
-	}, nil)
-	for b.Loop() {
-		if err := t.check("alice", "/jobs/nightly/lock-x-0000000001", PermCreate); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

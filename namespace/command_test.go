@@ -93,36 +93,10 @@ func TestDecodeEntryGarbage(t *testing.T) {
 	}
 }
 
-func FuzzDecodeEntry(f *testing.F) {
-	good, _ := EncodeEntry(fullEntry())
-	f.Add(good)
-	open, _ := EncodeEntry(&Entry{Time: 5, Cmd: Command{Op: OpSessionOpen, Secret: []byte("s"), TTLMillis: 1000}})
-	f.Add(open)
-	f.Add([]byte{})
-	f.Add([]byte{0x81, 0xa1, 'c', 0x81, 0xa3, 'o', 'p', 's', 0x91, 0x91})
-	// One store for the whole run: opening badger per input would dominate.
-	s, err := Open(Config{InMemory: true})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer s.Close()
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := DecodeEntry(b)
-		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v does not wrap ErrMalformed", err)
-			}
-			return
-		}
-		// Whatever decodes must apply without panicking.
-		s.Apply(s.AppliedIndex()+1, e.Time, &e.Cmd)
-	})
-}
-
+// must give exactly the bytes a fresh reflection encoder gives.
 // TestEntryCodecReuse: the reflection decoders (the fallback) come from a
 // pool, so each call must start clean whatever the one before did (garbage
 // that failed half way, a large entry), on any goroutine, and EncodeEntry
-// must give exactly the bytes a fresh reflection encoder gives.
 func TestEntryCodecReuse(t *testing.T) {
 	fresh := func(e *Entry) []byte {
 		var b []byte

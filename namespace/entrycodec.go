@@ -3,7 +3,7 @@ package namespace
 import (
 	"math"
 
-	"github.com/latch-io/latch/session/msgp"
+	"github.com/latch-io/latch/namespace/msgp"
 )
 
 // The raft log format is what go-msgpack's reflection codec, configured as
@@ -18,7 +18,7 @@ import (
 //     fields in the order of their sorted tags, integers in the smallest
 //     form msgpack-c picks (signed types as int8..int64 beyond fixint,
 //     unsigned as uint8..uint64), strings as str (str8 allowed: WriteExt),
-//     []byte as bin; session/msgp writes these forms.
+//     []byte as bin; namespace/msgp writes these forms.
 //   - decodeEntryFast reads the forms the encoder writes (any map/array
 //     header width, str for a string, bin for a []byte, any integer width
 //     that fits the field), through msgp.Reader, and declines anything

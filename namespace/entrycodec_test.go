@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/latch-io/latch/namespace/internal/fieldfill"
 )
 
 // reflectEncode is the log format's definition: go-msgpack's reflection
@@ -524,37 +526,6 @@ func BenchmarkDecodeEntry(b *testing.B) {
 	}
 }
 
-// fillValue sets every field reachable from v to a non-zero value (a
-// slice gets one element, a pointer a value), so that a field added to
-// Command, Member, ACLRule or Limits shows up in the encoding.
-func fillValue(v reflect.Value, depth int) {
-	switch v.Kind() {
-	case reflect.Struct:
-		for i := range v.NumField() {
-			fillValue(v.Field(i), depth)
-		}
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fillValue(v.Elem(), depth)
-	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Struct && depth > 0 {
-			return // a Command's Ops: one level
-		}
-		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		fillValue(v.Index(0), depth+1)
-	case reflect.String:
-		v.SetString("s")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int64:
-		v.SetInt(-40000)
-	case reflect.Uint8, reflect.Uint64:
-		v.SetUint(200)
-	default:
-		panic("fillValue: add " + v.Kind().String())
-	}
-}
-
 // TestEntryCodecEveryField: a field added to Command (or to a type it
 // carries) must be added to entrycodec.go's encoder, and its decoder,
 // before this passes: with every field set, the hand encoding must still
@@ -562,7 +533,7 @@ func fillValue(v reflect.Value, depth int) {
 // once the fields it leaves to the reflection decoder are cleared.
 func TestEntryCodecEveryField(t *testing.T) {
 	e := &Entry{}
-	fillValue(reflect.ValueOf(e).Elem(), 0)
+	fieldfill.Value(reflect.ValueOf(e).Elem(), 0)
 	checkEntryCodec(t, e)
 	e.Cmd.ACL, e.Cmd.Limits = nil, nil
 	e.Cmd.Ops[0].ACL, e.Cmd.Ops[0].Limits = nil, nil

@@ -1,6 +1,8 @@
 package namespace
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // Limits are the cluster settings: every number that shapes what Apply
 // decides (which commands fail, which grant, how long a lock-delay is).
@@ -93,8 +95,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: MaxChildrenPage %d must be at least 1", ErrBadLimits, l.MaxChildrenPage)
 	case l.MaxLockBatch < 1:
 		return fmt.Errorf("%w: MaxLockBatch %d must be at least 1", ErrBadLimits, l.MaxLockBatch)
-	case l.MaxLockDelayMillis < 0 || l.MaxLockDelayMillis > maxLockMillis:
-		return fmt.Errorf("%w: MaxLockDelayMillis %d must be in [0, %d]", ErrBadLimits, l.MaxLockDelayMillis, maxLockMillis)
+	case l.MaxLockDelayMillis < 0 || l.MaxLockDelayMillis > MaxLockMillis:
+		return fmt.Errorf("%w: MaxLockDelayMillis %d must be in [0, %d]", ErrBadLimits, l.MaxLockDelayMillis, MaxLockMillis)
 	case l.LockHistoryMax < 0 || l.LockHistoryMax > maxLockHistory:
 		return fmt.Errorf("%w: LockHistoryMax %d must be in [0, %d]", ErrBadLimits, l.LockHistoryMax, maxLockHistory)
 	case l.MaxLockRequestsPerSession < 0:
@@ -116,3 +118,11 @@ func (l Limits) Validate() error {
 // maxDataBytesCap keeps one node well inside a badger transaction; a request
 // is capped at 1 MiB by DESIGN.md anyway.
 const maxDataBytesCap = 1 << 20
+
+// OpSetLimits replaces the cluster settings with Command.Limits. When
+// Command.Version is not AnyVersion it must equal the revision of the
+// settings in force (0: never set through the log), or the command fails
+// with ErrBadVersion: the first leader bootstraps with Version 0, so of two
+// racing bootstraps only the first takes effect, and an operator's
+// read-modify-write cannot undo a change it did not see.
+const OpSetLimits Op = 15

@@ -170,8 +170,8 @@ type admission struct {
 	failing  map[string]*bucket // hosts that had a failed handshake
 	probes   map[string]*bucket
 
-	refused  sync.Map     // reason → *atomic.Uint64
-	lastRef  atomic.Int64 // unix nanos of the last refused connection attempt
+	refused  sync.Map         // reason → *atomic.Uint64
+	lastRef  atomic.Int64     // unix nanos of the last refused connection attempt
 	ends     [4]atomic.Uint64 // handshakes ended, by session.HandshakeEnd
 	rateNow  atomic.Uint64
 	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval

@@ -36,6 +36,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/session"
 )
 
@@ -104,7 +105,7 @@ type statsSource struct {
 	leader   func() bool    // the member is the ready leader
 	writes   func() float64 // commands proposed as leader, committed (ok or rejected)
 	sessions func() (int, error)
-	locks    func() (namespace.LockCounts, error)
+	locks    func() (store.LockCounts, error)
 }
 
 // statsSource wires a member's sampler to it.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 )
 
 func TestBucketQuantile(t *testing.T) {
@@ -66,7 +67,7 @@ func TestConsoleStatsSample(t *testing.T) {
 		leader:   func() bool { return true },
 		writes:   func() float64 { return writes },
 		sessions: func() (int, error) { return 7, nil },
-		locks:    func() (namespace.LockCounts, error) { return namespace.LockCounts{Held: 2, Waiting: 5}, nil },
+		locks:    func() (store.LockCounts, error) { return store.LockCounts{Held: 2, Waiting: 5}, nil },
 	})
 	st.sample(false)
 	first, _ := st.since(0)

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/session"
 )
@@ -177,7 +178,7 @@ func (s *Server) RestoreBackup(ctx context.Context, path string, force bool) (ad
 }
 
 // checkBackup checks the backup at path whole, its namespace snapshot
-// included (namespace.CheckSnapshot), before anything is replaced: raft
+// included (store.CheckSnapshot), before anything is replaced: raft
 // panics when its FSM refuses a user restore, and the snapshot it already
 // wrote would then stop the member from starting again. The header's
 // index must be the snapshot's own.
@@ -187,7 +188,7 @@ func checkBackup(path string) (adminapi.BackupInfo, error) {
 		return info, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	defer data.Close()
-	sum, err := namespace.CheckSnapshot(data)
+	sum, err := store.CheckSnapshot(data)
 	if err != nil {
 		return info, fmt.Errorf("%w: backup refused, nothing was restored: %w", ErrBadRequest, err)
 	}

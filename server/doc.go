@@ -128,7 +128,7 @@
 //     ErrStorageStalled and latchd exits at once, so a stuck leader's
 //     heartbeats stop and the others elect.
 //   - Restore (snapshotcheck.go, backup.go): a backup, and every snapshot
-//     raft installs, is checked whole by namespace.CheckSnapshot (checksum,
+//     raft installs, is checked whole by store.CheckSnapshot (checksum,
 //     metadata, every lock request has its session and its own node)
 //     before the store drops its state; a refused one changes nothing
 //     (raft would panic on a user restore the FSM refuses).

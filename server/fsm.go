@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 )
 
 // ApplyObserver is told about every batch the state machine applied, in log
@@ -22,10 +23,10 @@ type ApplyObserver interface {
 	Applied(results []*namespace.Result)
 }
 
-// fsm adapts namespace.Store to raft. It is deliberately thin: decoding and
+// fsm adapts store.Store to raft. It is deliberately thin: decoding and
 // bookkeeping only, all semantics live in namespace.
 type fsm struct {
-	store    *namespace.Store
+	store    *store.Store
 	observer ApplyObserver
 	log      *slog.Logger
 
@@ -67,7 +68,7 @@ var (
 	_ raft.BatchingFSM = (*fsm)(nil)
 )
 
-func newFSM(store *namespace.Store, obs ApplyObserver) *fsm {
+func newFSM(store *store.Store, obs ApplyObserver) *fsm {
 	return &fsm{store: store, observer: obs, log: slog.Default(), applied: store.AppliedIndex(), changed: make(chan struct{})}
 }
 
@@ -253,7 +254,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ snap *namespace.Snapshot }
+type fsmSnapshot struct{ snap *store.Snapshot }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := s.snap.WriteTo(sink); err != nil {

@@ -12,15 +12,16 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 )
 
 type recordingObserver struct{ batches [][]*namespace.Result }
 
 func (o *recordingObserver) Applied(rs []*namespace.Result) { o.batches = append(o.batches, rs) }
 
-func openStore(t testing.TB) *namespace.Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := namespace.Open(namespace.Config{Dir: t.TempDir()})
+	st, err := store.Open(store.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 }
 
 // TestFSMRestoreRefusesBadSnapshot: a snapshot raft installs that fails
-// namespace.CheckSnapshot (here a flipped byte) is refused before the
+// store.CheckSnapshot (here a flipped byte) is refused before the
 // store drops its state: the member keeps what it had, applied index
 // included, and goes on applying; the spooled copy is removed.
 func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 //   - Every Config.HashCheckInterval the ready leader proposes
 //     OpHashCheck (POST /v1/hash-check does it at once). Each member,
 //     when it applies that entry, gets a read view of its state at that
-//     index and hashes it off the apply path (namespace.Snapshot.Hash: the
+//     index and hashes it off the apply path (store.Snapshot.Hash: the
 //     whole state, every value's checksum verified on the way).
 //   - It serves the hash at GET /v1/hash?index=N and fetches the other
 //     members' hashes for the same index (waiting up to hashWait for

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/session"
 )
 
@@ -73,7 +74,7 @@ func TestLockObserverWakesOnlyGrantedWaiter(t *testing.T) {
 func TestFSMDecodeErrorKeepsGrants(t *testing.T) {
 	limits := namespace.DefaultLimits()
 	limits.MaxLockBatch = 1
-	st, err := namespace.Open(namespace.Config{Dir: t.TempDir(), Limits: limits})
+	st, err := store.Open(store.Config{Dir: t.TempDir(), Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}

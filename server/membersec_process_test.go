@@ -19,6 +19,7 @@ import (
 
 	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
@@ -98,7 +99,7 @@ func stopAndDump(t *testing.T, c *proc.Cluster) []string {
 		if code := nd.Stop(t); code != 0 {
 			t.Fatalf("%s exited %d", nd.ID, code)
 		}
-		st, err := namespace.Open(namespace.Config{Dir: filepath.Join(nd.DataDir, "fsm")})
+		st, err := store.Open(store.Config{Dir: filepath.Join(nd.DataDir, "fsm")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 
 	"github.com/latch-io/latch/server/raftstore"
 	"github.com/latch-io/latch/session"
@@ -33,7 +34,7 @@ type Server struct {
 	// the removed member's metadata back.
 	membershipMu sync.Mutex
 
-	store     *namespace.Store
+	store     *store.Store
 	clock     *clusterClock // the time entries are stamped with
 	hashes    *hashChecker
 	disk      *diskGuard
@@ -174,7 +175,7 @@ func (s *Server) open() error {
 	if s.logs, err = raft.NewLogCache(512, s.raftStore); err != nil {
 		return fmt.Errorf("latch: raft log cache: %w", err)
 	}
-	s.store, err = namespace.Open(namespace.Config{Dir: s.dir("fsm"), Logger: s.log})
+	s.store, err = store.Open(store.Config{Dir: s.dir("fsm"), Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -489,7 +490,7 @@ func (s *Server) HTTPAddr() string { return s.httpAddr }
 func (s *Server) ClientAddr() string { return s.cfg.ClientAddr }
 
 // Store returns the namespace for reads. Writes go through Propose.
-func (s *Server) Store() *namespace.Store { return s.store }
+func (s *Server) Store() *store.Store { return s.store }
 
 // ApplyTimeout is how long Propose waits for raft by default.
 func (s *Server) ApplyTimeout() time.Duration { return s.cfg.ApplyTimeout }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 )
 
 // Cluster settings (namespace/settings.go) are replicated: what a member's
@@ -53,7 +54,7 @@ func (s *Server) SetLimits(ctx context.Context, l namespace.Limits, version int6
 // noteLimits logs the settings in force when they came from the log and
 // this member's configuration says otherwise, so an operator sees that a
 // changed flag had no effect.
-func noteLimits(s *namespace.Store, own namespace.Limits, log interface{ Warn(string, ...any) }) {
+func noteLimits(s *store.Store, own namespace.Limits, log interface{ Warn(string, ...any) }) {
 	rev := s.LimitsRevision()
 	if rev == 0 {
 		return

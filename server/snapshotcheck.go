@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 )
 
 // Every restore checks a snapshot whole before it replaces anything
-// (namespace.CheckSnapshot: its checksum, metadata, and that every lock
+// (store.CheckSnapshot: its checksum, metadata, and that every lock
 // request has its session and its own node). The namespace store drops
 // its state before it reads a snapshot, so a snapshot that failed halfway
 // would leave a member with no state; and raft panics when the FSM refuses
@@ -69,7 +69,7 @@ func spoolSnapshot(r io.Reader, dir string) (*spooledSnapshot, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("latch: spool snapshot: %w", err))
 	}
-	if _, err := namespace.CheckSnapshot(f); err != nil {
+	if _, err := store.CheckSnapshot(f); err != nil {
 		return fail(fmt.Errorf("latch: snapshot refused, state unchanged: %w", err))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {

@@ -81,7 +81,11 @@
 // paths are written and read by hand (msgcodec.go), byte for byte the
 // same, and everything else by reflection. A field added to Request or
 // Response goes into msgcodec.go's encoder, or into its list of fields it
-// declines; TestMsgCodecEveryField fails until then.
+// declines; TestMsgCodecEveryField fails until then. The hand codec
+// writes and reads through namespace/msgp.
+//
+// LockMode is namespace.LockMode (an alias): one type, whose number the
+// wire carries.
 //
 // Version fields follow namespace: 0 means "expect version 0"; send
 // namespace.AnyVersion (-1) to skip the check.

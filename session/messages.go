@@ -298,26 +298,15 @@ const (
 	WatchLocks
 )
 
-// LockMode is the mode of a lock request. The zero value is exclusive, the
-// safe default.
-type LockMode uint8
+// LockMode is the mode of a lock request: namespace's, whose number the
+// wire carries. The zero value is exclusive, the safe default.
+type LockMode = namespace.LockMode
 
-// Lock modes.
+// Lock modes, namespace's under the names session's users know.
 const (
-	LockExclusive LockMode = iota
-	LockShared
+	LockExclusive = namespace.LockExclusive
+	LockShared    = namespace.LockShared
 )
-
-// String returns "exclusive" or "shared".
-func (m LockMode) String() string {
-	switch m {
-	case LockExclusive:
-		return "exclusive"
-	case LockShared:
-		return "shared"
-	}
-	return "unknown"
-}
 
 // LockPhase says what a MsgLock stream frame reports.
 type LockPhase uint8

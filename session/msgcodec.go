@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/session/msgp"
+	"github.com/latch-io/latch/namespace/msgp"
 )
 
 // Request and Response by hand. The wire format is what go-msgpack's

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
-	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
@@ -239,7 +239,7 @@ func dumpBackup(t *testing.T, file string) string {
 	}
 	defer data.Close()
 	dir := t.TempDir()
-	st, err := namespace.Open(namespace.Config{Dir: dir})
+	st, err := store.Open(store.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func dumpBackup(t *testing.T, file string) string {
 
 func dumpDir(t *testing.T, dir string) string {
 	t.Helper()
-	st, err := namespace.Open(namespace.Config{Dir: dir})
+	st, err := store.Open(store.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package namespace
-
-const raceEnabled = false

@@ -1,6 +1,0 @@
-//go:build race
-
-package namespace
-
-// raceEnabled: timings mean nothing under the race detector.
-const raceEnabled = true
