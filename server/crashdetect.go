@@ -48,13 +48,12 @@ type crashDetector struct {
 	// trans sends this member's raft its TimeoutNow over raft's own
 	// transport (a member may dial itself: its certificate is a
 	// member's), so it arrives the way a leadership transfer's does.
-	trans   raft.Transport
-	addr    raft.ServerAddress // this member's raft address
-	log     *slog.Logger
-	stop    <-chan struct{}
-	kick    chan struct{}
-	dead    atomic.Value // raft.ServerID of the leader seen dead, until another leads
-	elected atomic.Uint64
+	trans raft.Transport
+	addr  raft.ServerAddress // this member's raft address
+	log   *slog.Logger
+	stop  <-chan struct{}
+	kick  chan struct{}
+	dead  atomic.Value // raft.ServerID of the leader seen dead, until another leads
 }
 
 // crashStagger is how long the k-th ranked survivor waits before it
@@ -155,7 +154,6 @@ func (d *crashDetector) check() {
 		d.log.Warn("could not start the election at once; raft's timeout will", "err", err)
 		return
 	}
-	d.elected.Add(1)
 	d.log.Info("campaigning at once: the leader crashed", "leader", lid)
 }
 
