@@ -29,6 +29,7 @@ func (s *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.Handle("GET /metrics", promhttp.Handler())
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/ticket-key", s.memberOrAdmin(s.handleTicketKey))
 	mux.HandleFunc("POST /v1/join", s.memberOrAdmin(s.handleJoin))
 	mux.HandleFunc("POST /v1/remove", s.memberOrAdmin(s.handleRemove))
 	mux.HandleFunc("POST /v1/snapshot", s.memberOrAdmin(s.handleSnapshot))

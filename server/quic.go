@@ -263,6 +263,7 @@ func (s *Server) openFront() error {
 	if err != nil {
 		return err
 	}
+	s.ticketKey = newTicketKey()
 	adm := newAdmission(s.cfg.Admission, time.Now)
 	ln, err := session.Listen(s.cfg.ClientAddr, tlsConf, s.cfg.Transport, adm)
 	if err != nil {
@@ -272,6 +273,7 @@ func (s *Server) openFront() error {
 		_, bound, _ := net.SplitHostPort(ln.Addr().String())
 		s.cfg.ClientAddr = net.JoinHostPort(host, bound)
 	}
+	ln.SetTicketKeys([][32]byte{s.ticketKey})
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
 	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
@@ -320,6 +322,7 @@ func (s *Server) startFront() {
 	s.goFunc(f.acceptLoop)
 	s.goFunc(f.probeLoop)
 	s.goFunc(func() { f.adm.watchLag(s.stop) })
+	s.goFunc(s.shareTicketKeys)
 	s.goFunc(f.leadershipMoved)
 	s.goFunc(func() { f.keep.run(s.stop) })
 	s.goFunc(func() { f.locks.runTimers(s.stop) })

@@ -43,6 +43,7 @@ type Server struct {
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
 	crash     *crashDetector // crashdetect.go
+	ticketKey [32]byte       // seals this member's TLS session tickets (ticketkeys.go)
 	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	snapLimit snapLimiter

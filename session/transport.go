@@ -186,6 +186,7 @@ func (c *Conn) Close() error { return c.CloseWithError(ConnClosed, "") }
 // transport, so Close releases everything at once instead of leaving
 // recently closed connections to linger.
 type Listener struct {
+	tls      *tls.Config // the config quic-go clones for every handshake
 	udp      *net.UDPConn
 	tr       *quic.Transport
 	ql       *quic.Listener
@@ -213,13 +214,14 @@ func Listen(addr string, tlsConf *tls.Config, cfg Config, adm Admission) (*Liste
 	if adm != nil {
 		tr.ConnContext = connContext(adm)
 	}
-	ql, err := tr.Listen(pinTLS(tlsConf), ServerQUICConfig(cfg))
+	pinned := pinTLS(tlsConf)
+	ql, err := tr.Listen(pinned, ServerQUICConfig(cfg))
 	if err != nil {
 		tr.Close()
 		udp.Close()
 		return nil, fmt.Errorf("latch: listen %s: %w", addr, err)
 	}
-	return &Listener{udp: udp, tr: tr, ql: ql, maxFrame: cfg.MaxFrameSize}, nil
+	return &Listener{tls: pinned, udp: udp, tr: tr, ql: ql, maxFrame: cfg.MaxFrameSize}, nil
 }
 
 // Accept waits for the next connection whose handshake completed.
@@ -231,6 +233,11 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	acceptedConn(qc)
 	return &Conn{Conn: qc, maxFrame: l.maxFrame}, nil
 }
+
+// SetTicketKeys sets the keys that seal and open TLS session tickets:
+// the first seals, all open. Members that share their keys resume each
+// other's clients, so a failover costs resumed handshakes, not full ones.
+func (l *Listener) SetTicketKeys(keys [][32]byte) { l.tls.SetSessionTicketKeys(keys) }
 
 // Addr is the UDP address the listener is bound to.
 func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
@@ -272,12 +279,14 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*C
 	return conn, nil
 }
 
-// resumeAt keeps c's session tickets per server address. A ticket is
-// sealed with keys only the member that issued it holds, and Go's cache
-// key is the server name, which members often share (one DNS name for the
-// cluster, or 127.0.0.1 on one machine): one entry for all of them would
-// offer each member the last one's ticket, which it cannot open, and
-// every handshake would be a full one.
+// resumeAt keeps c's session tickets per server address. A member's
+// tickets are sealed with its own key and the keys its peers share with it
+// (server/ticketkeys.go), and Go's cache key is the server name, which
+// members often share (one DNS name for the cluster, or 127.0.0.1 on one
+// machine). So a dial offers the ticket of that address first, else the
+// newest ticket of any address with the name: after a failover the new
+// leader opens a ticket the old one sealed. A ticket it cannot open costs
+// nothing but the full handshake there would have been anyway.
 func resumeAt(c *tls.Config, addr string) *tls.Config {
 	if c.ClientSessionCache != nil {
 		c.ClientSessionCache = addrSessionCache{c.ClientSessionCache, addr}
@@ -293,11 +302,17 @@ type addrSessionCache struct {
 }
 
 func (a addrSessionCache) Get(key string) (*tls.ClientSessionState, bool) {
-	return a.ClientSessionCache.Get(a.addr + " " + key)
+	if cs, ok := a.ClientSessionCache.Get(a.addr + " " + key); ok {
+		return cs, true
+	}
+	return a.ClientSessionCache.Get("* " + key)
 }
 
 func (a addrSessionCache) Put(key string, cs *tls.ClientSessionState) {
 	a.ClientSessionCache.Put(a.addr+" "+key, cs)
+	if cs != nil {
+		a.ClientSessionCache.Put("* "+key, cs)
+	}
 }
 
 func pinTLS(c *tls.Config) *tls.Config {
