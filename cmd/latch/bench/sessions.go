@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/session"
 )
 
 // sessions opens Sessions sessions on Conns connections, holds them for
@@ -199,11 +200,10 @@ type held struct {
 // and each open's latency (a Dial's for a connection's first session).
 func (h *held) open() (int, time.Duration, []time.Duration, error) {
 	cfg := h.r.cfg
-	if cfg.FullHandshakes && cfg.Client.TLS != nil {
-		// A config without a ticket cache: each client keeps its own.
-		cfg.Client.TLS = cfg.Client.TLS.Clone()
-		cfg.Client.TLS.ClientSessionCache = nil
-	}
+	// With FullHandshakes each client gets its own ticket cache, as a
+	// separate process has: its first connection is a full handshake, a
+	// reconnection (after a failover) may resume.
+	full := cfg.FullHandshakes && cfg.Client.TLS != nil
 	n := len(h.sessions)
 	h.clients = make([]*client.Client, cfg.Conns)
 	ready := make([]chan struct{}, cfg.Conns)
@@ -222,7 +222,12 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 		defer ocancel()
 		if i < cfg.Conns {
 			defer close(ready[i])
-			c, err := client.Dial(octx, cfg.Client)
+			cc := cfg.Client
+			if full {
+				cc.TLS = cfg.Client.TLS.Clone()
+				cc.TLS.ClientSessionCache = session.NewTicketCache()
+			}
+			c, err := client.Dial(octx, cc)
 			if err != nil {
 				return err
 			}
