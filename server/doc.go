@@ -310,6 +310,7 @@
 //	GET  /readyz       200 when a leader is known and this member applied all it knows committed
 //	GET  /metrics      Prometheus text
 //	GET  /v1/status    Status as JSON
+//	GET  /v1/ticket-key member only: this member's TLS session ticket key (ticketkeys.go)
 //	POST /v1/join      member or admin: {"id","raft_addr","client_addr","http_addr","api_addr","update_only","replace"}
 //	POST /v1/remove    member (itself) or admin: {"id"}
 //	POST /v1/snapshot  member or admin: take a snapshot now; {"ok":true,"index":N}; 429 within SnapshotMinInterval
