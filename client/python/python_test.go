@@ -1,7 +1,6 @@
 package python_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,7 +104,7 @@ func TestPythonClient(t *testing.T) {
 		"LATCH_TEST_CONTROL=http://"+ctl,
 		"LATCH_TEST_ERRORS="+string(codes),
 	)
-	var out syncBuffer
+	var out proc.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if testing.Verbose() {
 		cmd.Stdout = io.MultiWriter(&out, os.Stderr)
@@ -126,25 +124,6 @@ func TestPythonClient(t *testing.T) {
 
 // suiteTimeout bounds the Python suite (it takes about a minute).
 const suiteTimeout = 6 * time.Minute
-
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func mustAbs(t *testing.T, p string) string {
 	t.Helper()
@@ -234,22 +213,6 @@ func ctlDo(t *testing.T, w http.ResponseWriter, f func(proc.TB) any) {
 	json.NewEncoder(w).Encode(out)
 }
 
-// readmePython returns the Python block that follows <!-- marker --> in
-// the README.
-func readmePython(t *testing.T, marker string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- " + regexp.QuoteMeta(marker) + " -->\\s*```python\n(.*?)```")
-	m := re.FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("README has no python block after <!-- %s -->", marker)
-	}
-	return string(m[1])
-}
-
 // The README's Python example, run as written against `latchd --dev`
 // from the directory that holds its latch-data (as the curl walk-through
 // runs), with the client package on PYTHONPATH as an install would put it.
@@ -258,7 +221,7 @@ func TestREADMEPythonExample(t *testing.T) {
 		t.Skip("real process")
 	}
 	py := python3(t)
-	script := readmePython(t, "python-example")
+	script := proc.READMEBlock(t, "python-example", "python")
 	n := proc.StartNode(t, proc.Options{Args: []string{"--dev"}})
 	n.WaitReady(t)
 	work := t.TempDir()

@@ -111,7 +111,7 @@ func startGatewayRig(t *testing.T, mapCells ...string) *gatewayRig {
 func (rig *gatewayRig) startGateway(t *testing.T) string {
 	t.Helper()
 	addr := proc.FreeAddrs(t, 1)[0]
-	var logs syncBuffer
+	var logs proc.Output
 	cmd := exec.Command(rig.bin, "--cells", rig.mapFile, "--ca", rig.bundle, "--cert", rig.gwCert, "--key", rig.gwKey,
 		"gateway", "--listen", addr, "--tls-cert", rig.pki.ServerCert, "--tls-key", rig.pki.ServerKey,
 		"--api-cert", rig.apiCert, "--api-key", rig.apiKey, "--tls-client-ca", rig.pki.CA, "--map-cell", "a")
@@ -224,30 +224,22 @@ func TestGatewayREADMECurlWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the README's curl walk-through needs it")
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	watchScript, ok1 := readmeBlock(string(readme), "<!-- curl-walkthrough:watch -->")
-	lockScript, ok2 := readmeBlock(string(readme), "<!-- curl-walkthrough:lock -->")
-	if !ok1 || !ok2 {
-		t.Fatal("README lacks the curl walk-through blocks")
-	}
+	watchScript, lockScript := proc.READMEBlock(t, "curl-walkthrough:watch", "sh"), proc.READMEBlock(t, "curl-walkthrough:lock", "sh")
 	rig := startGatewayRig(t)
 
 	type run struct {
 		jobs              string
 		dir               string
-		watchOut, lockOut syncBuffer
+		watchOut, lockOut proc.Output
 		watch             *exec.Cmd
 	}
-	shell := func(r *run, script string, out *syncBuffer) *exec.Cmd {
+	shell := func(r *run, script string, out *proc.Output) *exec.Cmd {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = r.dir, out, out
 		cmd.Env = append(os.Environ(), "API=https://"+rig.addr, "JOBS="+r.jobs)
 		return cmd
 	}
-	waitOutput := func(what string, out *syncBuffer, cond func(string) bool) {
+	waitOutput := func(what string, out *proc.Output, cond func(string) bool) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for !cond(out.String()) {
@@ -450,25 +442,6 @@ func TestGatewayConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(holders, "worker-a") || !strings.Contains(holders, "worker-b") {
 		t.Fatalf("the lock view lacks a holder: %q", holders)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A gateway follows the replicated cell map: started with a map that

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/server/proc"
 )
 
 // walkthroughScript is the README's cluster walk-through, also a file so
@@ -29,14 +31,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, ok := readmeBlock(string(readme), "<!-- testdata/deploy/walkthrough.sh -->")
-	if !ok {
-		t.Fatal("README has no block after <!-- testdata/deploy/walkthrough.sh -->")
-	}
+	block := proc.READMEBlock(t, "testdata/deploy/walkthrough.sh", "sh")
 	if block != string(script) {
 		t.Fatalf("the README's walk-through differs from %s: copy the file into the README block", walkthroughScript)
 	}
@@ -78,20 +73,6 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if strings.Contains(final, "n4") || strings.Count(final, "\nn") != 3 {
 		t.Errorf("after member remove n4, the member list is\n%s", final)
 	}
-}
-
-// readmeBlock returns the fenced code block that follows marker.
-func readmeBlock(readme, marker string) (string, bool) {
-	_, rest, ok := strings.Cut(readme, marker)
-	if !ok {
-		return "", false
-	}
-	_, rest, ok = strings.Cut(rest, "```sh\n")
-	if !ok {
-		return "", false
-	}
-	block, _, ok := strings.Cut(rest, "```\n")
-	return block, ok
 }
 
 // freePortBlock returns a base port such that base+10n .. base+10n+3 are

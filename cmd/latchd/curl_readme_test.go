@@ -1,53 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/latch-io/latch/server/proc"
 )
-
-// readmeBlock returns the shell block that follows <!-- marker --> in
-// the README.
-func readmeBlock(t *testing.T, marker string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("(?s)<!-- " + regexp.QuoteMeta(marker) + " -->\\s*```sh\n(.*?)```")
-	m := re.FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("README has no block after <!-- %s -->", marker)
-	}
-	return string(m[1])
-}
-
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The README's curl walk-through, run as written against latchd --dev:
 // `curl -N` on a watch in one shell, acquire, renew and release in
@@ -59,7 +22,7 @@ func TestREADMECurlWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: the README's curl walk-through needs it")
 	}
-	watchScript, lockScript := readmeBlock(t, "curl-walkthrough:watch"), readmeBlock(t, "curl-walkthrough:lock")
+	watchScript, lockScript := proc.READMEBlock(t, "curl-walkthrough:watch", "sh"), proc.READMEBlock(t, "curl-walkthrough:lock", "sh")
 	n := proc.StartNode(t, proc.Options{Args: []string{"--dev"}})
 	n.WaitReady(t)
 	// The README runs next to latchd --dev, whose data dir is ./latch-data.
@@ -68,12 +31,12 @@ func TestREADMECurlWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "API=https://"+n.APIAddr, "JOBS=jobs") // the README's first block sets both
-	shell := func(script string, out *syncBuffer) *exec.Cmd {
+	shell := func(script string, out *proc.Output) *exec.Cmd {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, out, out
 		return cmd
 	}
-	waitOutput := func(what string, out *syncBuffer, cond func(string) bool) {
+	waitOutput := func(what string, out *proc.Output, cond func(string) bool) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for !cond(out.String()) {
@@ -84,7 +47,7 @@ func TestREADMECurlWalkthrough(t *testing.T) {
 		}
 	}
 
-	var watchOut syncBuffer
+	var watchOut proc.Output
 	watch := shell(watchScript, &watchOut)
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -92,7 +55,7 @@ func TestREADMECurlWalkthrough(t *testing.T) {
 	defer func() { watch.Process.Kill(); watch.Wait() }()
 	waitOutput("the watch's ready event", &watchOut, func(s string) bool { return strings.Contains(s, "event: ready") })
 
-	var lockOut syncBuffer
+	var lockOut proc.Output
 	if err := shell(lockScript, &lockOut).Run(); err != nil {
 		t.Fatalf("lock commands: %v\n%s", err, lockOut.String())
 	}

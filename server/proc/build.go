@@ -42,16 +42,12 @@ func buildLatchd() (string, error) {
 // GoBuild builds the latch module's package pkg (e.g. "./cmd/latchd") into
 // the binary out. It must run inside the module's source tree.
 func GoBuild(pkg, out string) error {
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := moduleRoot()
 	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	modFile := strings.TrimSpace(string(mod))
-	if modFile == "" || modFile == os.DevNull {
-		return fmt.Errorf("go build %s: not inside the latch module", pkg)
+		return fmt.Errorf("go build %s: %w", pkg, err)
 	}
 	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = filepath.Dir(modFile)
+	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
@@ -63,4 +59,17 @@ func RemoveBuild() {
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 	}
+}
+
+// moduleRoot is the directory of the latch module's go.mod.
+func moduleRoot() (string, error) {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	modFile := strings.TrimSpace(string(mod))
+	if modFile == "" || modFile == os.DevNull {
+		return "", fmt.Errorf("not inside the latch module")
+	}
+	return filepath.Dir(modFile), nil
 }
