@@ -10,55 +10,6 @@ import (
 	"github.com/latch-io/latch/client"
 )
 
-// cachedGet reads one node with client.Cached() Ops times from
-// Concurrency goroutines over Conns connections: after a warm-up that
-// waits until every connection answers from its cache, the latency of a
-// read that needs no round trip (an invalidation, none here, would make
-// one a miss).
-func (r *runner) cachedGet(rep *Report) error {
-	key := r.path("key")
-	ctx, cancel := r.opCtx()
-	_, err := r.ctl.Create(ctx, key, r.data())
-	cancel()
-	if err != nil {
-		return err
-	}
-	p, err := r.dialPool(r.cfg.Conns, r.cfg.Conns)
-	if err != nil {
-		return err
-	}
-	defer p.close(r.cfg.Conns)
-	for _, c := range p.clients {
-		if err := r.warmCache(c, key); err != nil {
-			return err
-		}
-	}
-	before := cacheTotals(p.clients)
-	lat := make([][]time.Duration, r.cfg.Concurrency)
-	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
-		c := p.get(w)
-		start := time.Now()
-		data, _, err := c.Get(ctx, key, client.Cached())
-		d := time.Since(start)
-		if err != nil {
-			return err
-		}
-		if len(data) != r.cfg.DataSize {
-			return fmt.Errorf("read %d bytes of %s, want %d", len(data), key, r.cfg.DataSize)
-		}
-		lat[w] = append(lat[w], d)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	finish(rep, done, elapsed, OpLatency{Op: "cached-get", Latency: Summarize(merge(lat))})
-	after := cacheTotals(p.clients)
-	rep.Notes = append(rep.Notes, fmt.Sprintf("cache hits %d, misses %d (a miss is a read from the leader: the lease was renewed late, or the connection changed)",
-		after.Hits-before.Hits, after.Misses-before.Misses))
-	return nil
-}
-
 // cachedSet sets one node Ops times (Concurrency writers over Conns
 // connections) while Cachers other connections cache it: before each set
 // every cacher reads it again (untimed), so every set waits for Cachers

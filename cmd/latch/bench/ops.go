@@ -9,8 +9,13 @@ import (
 	"github.com/latch-io/latch/client"
 )
 
-// get reads one node of DataSize bytes Ops times, linearizably or stale.
-func (r *runner) get(rep *Report, stale bool) error {
+// get reads one node of DataSize bytes Ops times from Concurrency
+// goroutines over Conns connections: linearizably (ScenarioGet), stale
+// from each client's read member (ScenarioStaleGet), or from the client
+// cache (ScenarioCachedGet, after a warm-up that waits until every
+// connection answers from its cache: the latency of a read that needs no
+// round trip).
+func (r *runner) get(rep *Report, scenario string) error {
 	key := r.path("key")
 	ctx, cancel := r.opCtx()
 	_, err := r.ctl.Create(ctx, key, r.data())
@@ -24,10 +29,9 @@ func (r *runner) get(rep *Report, stale bool) error {
 	}
 	defer p.close(r.cfg.Conns)
 	var opts []client.ReadOption
-	name := "get"
-	if stale {
+	switch scenario {
+	case ScenarioStaleGet:
 		opts = append(opts, client.Stale())
-		name = "stale-get"
 		// A stale read may be served before the member applied the
 		// create; Sync makes the first one find the node.
 		for _, c := range p.clients {
@@ -38,7 +42,15 @@ func (r *runner) get(rep *Report, stale bool) error {
 				return err
 			}
 		}
+	case ScenarioCachedGet:
+		opts = append(opts, client.Cached())
+		for _, c := range p.clients {
+			if err := r.warmCache(c, key); err != nil {
+				return err
+			}
+		}
 	}
+	before := cacheTotals(p.clients)
 	lat := make([][]time.Duration, r.cfg.Concurrency)
 	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
 		c := p.get(w)
@@ -57,13 +69,18 @@ func (r *runner) get(rep *Report, stale bool) error {
 	if err != nil {
 		return err
 	}
-	finish(rep, done, elapsed, OpLatency{Op: name, Latency: Summarize(merge(lat))})
-	if stale {
+	finish(rep, done, elapsed, OpLatency{Op: scenario, Latency: Summarize(merge(lat))})
+	switch scenario {
+	case ScenarioStaleGet:
 		members := map[string]bool{}
 		for _, c := range p.clients {
 			members[c.ReadMember()] = true
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (a follower or learner when one answers; \"\" is the leader): %v", keys(members)))
+	case ScenarioCachedGet:
+		after := cacheTotals(p.clients)
+		rep.Notes = append(rep.Notes, fmt.Sprintf("cache hits %d, misses %d (a miss is a read from the leader: the lease was renewed late, or the connection changed)",
+			after.Hits-before.Hits, after.Misses-before.Misses))
 	}
 	return nil
 }

@@ -49,10 +49,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer r.cleanup()
 	rep := &Report{Scenario: cfg.Scenario, Concurrency: cfg.Concurrency, Conns: cfg.Conns}
 	switch cfg.Scenario {
-	case ScenarioGet, ScenarioStaleGet:
-		err = r.get(rep, cfg.Scenario == ScenarioStaleGet)
-	case ScenarioCachedGet:
-		err = r.cachedGet(rep)
+	case ScenarioGet, ScenarioStaleGet, ScenarioCachedGet:
+		err = r.get(rep, cfg.Scenario)
 	case ScenarioCachedSet:
 		err = r.cachedSet(rep)
 	case ScenarioCreate:
