@@ -170,8 +170,14 @@ func portDead(addr string) bool {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}
 	defer c.Close()
+	return closedAtOnce(c)
+}
+
+// closedAtOnce reports whether the peer of c resets or closes it within
+// crashDial without sending a byte.
+func closedAtOnce(c net.Conn) bool {
 	c.SetReadDeadline(time.Now().Add(crashDial))
-	_, err = c.Read(make([]byte, 1))
+	_, err := c.Read(make([]byte, 1))
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }
 

@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -69,10 +70,19 @@ func TestPauseAndResume(t *testing.T) {
 		t.Fatalf("paused member still leader")
 	}
 	c.Nodes[old].Resume(t)
-	c.Nodes[old].WaitReady(t)
-	if st, err := c.Nodes[old].Status(); err != nil || st.State != "Follower" {
-		t.Fatalf("resumed old leader: %+v, %v", st, err)
-	}
+	// Until its timers run, the resumed member still believes it leads
+	// (raft steps it down on the new term or its lapsed lease); it must
+	// then follow another member.
+	proc.Eventually(t, "resumed old leader follows", func() error {
+		st, err := c.Nodes[old].Status()
+		if err != nil {
+			return err
+		}
+		if st.State != "Follower" || st.LeaderID == "" || st.LeaderID == c.Nodes[old].ID {
+			return fmt.Errorf("state %s, leader %s, term %d", st.State, st.LeaderID, st.Term)
+		}
+		return nil
+	})
 	if code := c.Nodes[old].Stop(t); code != 0 {
 		t.Fatalf("SIGTERM exit code %d", code)
 	}
