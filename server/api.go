@@ -36,7 +36,7 @@ package server
 //     only a label the queue shows. Renew keeps both alive (and may change
 //     ttl_ms), release closes that session.
 //   - Errors are {"code": session.Code, "name", "message"} with an HTTP
-//     status per code (apiStatus). Bodies are JSON objects of at most
+//     status per code (apiwire.Status). Bodies are JSON objects of at most
 //     Transport.MaxFrameSize bytes with no unknown fields.
 
 import (
@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -76,14 +77,14 @@ const (
 // Headers of the API.
 const (
 	// hdrSession carries a session token "<id>.<secret hex>".
-	hdrSession = "Latch-Session"
+	hdrSession = apiwire.HeaderSession
 	// hdrIdentity carries the caller's identity on a request a member
 	// forwards to the leader; hdrForwarded names the forwarding member.
-	hdrIdentity  = "Latch-Identity"
+	hdrIdentity  = apiwire.HeaderIdentity
 	hdrForwarded = "Latch-Forwarded-By"
 	// hdrRetry on a 503 says the request was not acted on: the forwarding
 	// member may send it to the leader again.
-	hdrRetry = "Latch-Retry"
+	hdrRetry = apiwire.HeaderRetry
 )
 
 // apiFront serves the HTTP/JSON API and the web console of one member.
@@ -103,9 +104,9 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
-	hosts         apiHostSet     // the Host names it answers to (api_guard.go)
-	stats         *consoleStats  // the console's charts (api_console_stats.go)
-	gateways      *x509.CertPool // issuers of gateway certificates (api_gateway.go); nil: none
+	hosts         apiwire.HostSet // the Host names it answers to (api_guard.go)
+	stats         *consoleStats   // the console's charts (api_console_stats.go)
+	gateways      *x509.CertPool  // issuers of gateway certificates (api_gateway.go); nil: none
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -548,65 +549,12 @@ func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http
 }
 
 // apiErrorBody is the JSON body of every API error.
-type apiErrorBody struct {
-	Code    session.Code `json:"code"`
-	Name    string       `json:"name"`
-	Message string       `json:"message"`
-}
+type apiErrorBody = apiwire.ErrorBody
 
-// apiError writes err with its wire code and the HTTP status of the code.
-func apiError(w http.ResponseWriter, err error) {
-	err = wireError(err)
-	code := session.CodeOf(err)
-	if code == session.CodeNotLeader || code == session.CodeNoLeader {
-		// Not acted on: a forwarding member may retry elsewhere.
-		if w.Header().Get(hdrRetry) == "" {
-			w.Header().Set(hdrRetry, "leader")
-		}
-	}
-	writeJSON(w, apiStatus(code), apiErrorBody{Code: code, Name: code.String(), Message: err.Error()})
-}
-
-// apiStatus is the HTTP status of a wire code.
-func apiStatus(c session.Code) int {
-	switch c {
-	case session.CodeNoNode, session.CodeNoMember, session.CodeNoRoute, session.CodeNoElectionLeader:
-		return http.StatusNotFound
-	case session.CodeNodeExists, session.CodeBadVersion, session.CodeNotEmpty,
-		session.CodeWouldDeadlock, session.CodeNotHeld, session.CodeLocked:
-		return http.StatusConflict
-	case session.CodeBadPath, session.CodeEphemeralParent, session.CodeTooManyOps, session.CodeRootImmutable,
-		session.CodeBadCommand, session.CodeMalformed, session.CodeUnknownType, session.CodeVersion:
-		return http.StatusBadRequest
-	case session.CodeDataTooLarge, session.CodeFrameTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case session.CodeNoSession, session.CodeSessionExpired:
-		return http.StatusGone
-	case session.CodeUnknownSession, session.CodeBadSecret:
-		return http.StatusUnauthorized
-	case session.CodePermissionDenied:
-		return http.StatusForbidden
-	case session.CodeReservedName:
-		return http.StatusBadRequest
-	case session.CodeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case session.CodeWrongCell:
-		return http.StatusMisdirectedRequest
-	case session.CodeTooManyWatches, session.CodeTooManySessions, session.CodeBusy:
-		return http.StatusTooManyRequests
-	case session.CodeTimeout:
-		return http.StatusGatewayTimeout
-	case session.CodeCanceled:
-		return http.StatusRequestTimeout
-	case session.CodeNotLeader, session.CodeNoLeader, session.CodeClosed, session.CodeUnknownOutcome, session.CodeBehind:
-		return http.StatusServiceUnavailable
-	case session.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	// Codes this front does not know yet (later workstreams' refusals)
-	// are the client's to fix.
-	return http.StatusBadRequest
-}
+// apiError writes err with its wire code and the HTTP status of the code
+// (apiwire.Status), after naming a member's own refusals by their wire
+// errors.
+func apiError(w http.ResponseWriter, err error) { apiwire.WriteError(w, wireError(err)) }
 
 // bodyError names why a body could not be read.
 func bodyError(err error) error {

@@ -1,7 +1,7 @@
 package server
 
-// The web console (static files embedded from console/, plain JS, no
-// build step), the OpenAPI document (apispec/openapi.json), and the
+// The web console (package console: static files, plain JS, no build
+// step), the OpenAPI document (package apispec), and the
 // cluster view the console shows: members with health, sessions and
 // every lock queue, as one JSON document and as an event stream that
 // sends it again whenever it changed.
@@ -9,39 +9,24 @@ package server
 import (
 	"bytes"
 	"context"
-	"embed"
 	"encoding/json"
 	"net/http"
-	"path"
 	"sync"
 	"time"
 
+	"github.com/latch-io/latch/server/apispec"
+	"github.com/latch-io/latch/server/console"
 	"github.com/latch-io/latch/session"
 )
 
-//go:embed console/*
-var consoleFiles embed.FS
-
-//go:embed apispec/openapi.json
-var openAPIDoc []byte
-
 func (a *apiFront) serveConsole(w http.ResponseWriter, r *http.Request, _ caller) {
-	name := r.PathValue("file")
-	if name == "" {
-		name = "index.html"
-	}
-	b, err := consoleFiles.ReadFile("console/" + path.Base(name))
-	if err != nil {
+	b, ct, ok := console.File(r.PathValue("file"))
+	if !ok {
 		apiError(w, session.ErrNoRoute)
 		return
 	}
-	switch path.Ext(name) {
-	case ".html":
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	case ".js":
-		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-	case ".css":
-		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	if ct != "" {
+		w.Header().Set("Content-Type", ct)
 	}
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write(b)
@@ -49,7 +34,7 @@ func (a *apiFront) serveConsole(w http.ResponseWriter, r *http.Request, _ caller
 
 func (a *apiFront) serveOpenAPI(w http.ResponseWriter, _ *http.Request, _ caller) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPIDoc)
+	w.Write(apispec.Document)
 }
 
 // apiCluster is the console's view of the cluster, read on the leader.

@@ -15,27 +15,15 @@ package server
 //     issue gateway certificates only (not the client CA, which would let
 //     every client speak for others).
 //
-// The rest of this file exports the pieces of this front the gateway
-// serves itself (the guard, the console files, the OpenAPI document and
-// the error shape), so that both fronts have one way to do each.
+// The pieces of this front the gateway serves itself (the guard, the
+// error shape, the headers, the console files and the OpenAPI document)
+// are leaf packages both fronts import: apiwire, console and apispec.
 
 import (
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"os"
-	"path"
 )
-
-// HeaderIdentity is the header a gateway (or a forwarding member) names
-// the caller's identity in; members believe it only from those peers.
-const HeaderIdentity = hdrIdentity
-
-// HeaderSession is the header that carries a session token.
-const HeaderSession = hdrSession
-
-// HeaderRetry on a 503 says the request was not acted on.
-const HeaderRetry = hdrRetry
 
 func loadGatewayCA(file string) (*x509.CertPool, error) {
 	if file == "" {
@@ -65,46 +53,3 @@ func (a *apiFront) isGatewayCert(chain []*x509.Certificate) bool {
 	_, err := chain[0].Verify(x509.VerifyOptions{Roots: a.gateways, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return err == nil
 }
-
-// APIGuard runs the API's browser guard (api_guard.go) for a front that
-// is not a member: it sets the security headers and refuses, answering
-// itself, a Host hostOK refuses, a cross-site request or a body that is
-// not JSON. It reports whether r may be served.
-func APIGuard(w http.ResponseWriter, r *http.Request, hostOK func(host string) bool) bool {
-	a := &apiFront{hosts: apiHostSet{any: true}}
-	if hostOK != nil && !hostOK(r.Host) {
-		a.hosts = apiHostSet{}
-	}
-	return a.guard(w, r)
-}
-
-// WriteAPIError answers err as the API does: {"code", "name", "message"}
-// with the status of its wire code.
-func WriteAPIError(w http.ResponseWriter, err error) { apiError(w, err) }
-
-// WriteAPIJSON answers v as JSON with status code, as the API does.
-func WriteAPIJSON(w http.ResponseWriter, code int, v any) { writeJSON(w, code, v) }
-
-// ConsoleFile returns a file of the web console ("" is its page) and its
-// content type; ok is false for a name the console does not have.
-func ConsoleFile(name string) (body []byte, contentType string, ok bool) {
-	if name == "" {
-		name = "index.html"
-	}
-	b, err := consoleFiles.ReadFile("console/" + path.Base(name))
-	if err != nil {
-		return nil, "", false
-	}
-	switch path.Ext(name) {
-	case ".html":
-		contentType = "text/html; charset=utf-8"
-	case ".js":
-		contentType = "text/javascript; charset=utf-8"
-	case ".css":
-		contentType = "text/css; charset=utf-8"
-	}
-	return b, contentType, true
-}
-
-// OpenAPIDocument is the API's OpenAPI document.
-func OpenAPIDocument() []byte { return openAPIDoc }

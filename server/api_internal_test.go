@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latch-io/latch/server/apispec"
 	"github.com/latch-io/latch/session"
 )
 
@@ -93,7 +94,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"bad session id", "POST", "/api/v1/sessions/abc/keepalive", "", nil, 400, session.CodeBadCommand},
 		{"negative session TTL", "POST", "/api/v1/sessions", `{"ttl_ms":-5}`, nil, 400, session.CodeBadCommand},
 		{"no console file", "GET", "/console/nope.js", "", nil, 404, session.CodeNoRoute},
-		// The browser's world (api_guard.go): the bodies a form or a
+		// The browser's world (apiwire/guard.go): the bodies a form or a
 		// no-cors fetch can send, other origins, other Host names.
 		{"text/plain body", "POST", "/api/v1/nodes/a", `{"data":"x"}`, []string{"Content-Type: text/plain"}, 415, session.CodeMalformed},
 		{"form body", "POST", "/api/v1/nodes/a", `data=x`, []string{"Content-Type: application/x-www-form-urlencoded"}, 415, session.CodeMalformed},
@@ -157,7 +158,7 @@ func TestAPIOpenAPI(t *testing.T) {
 		OpenAPI string                                `json:"openapi"`
 		Paths   map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(openAPIDoc, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+	if err := json.Unmarshal(apispec.Document, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
 		t.Fatalf("openapi.json: %v (version %q)", err, doc.OpenAPI)
 	}
 	type op struct{ method, path string }

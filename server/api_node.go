@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -454,7 +455,7 @@ func (a *apiFront) multi(w http.ResponseWriter, r *http.Request, c caller) {
 		// All or nothing: nothing was applied; the results say which op
 		// failed.
 		code := session.CodeOf(err)
-		writeJSON(w, apiStatus(code), map[string]any{
+		writeJSON(w, apiwire.Status(code), map[string]any{
 			"code": code, "name": code.String(), "message": err.Error(), "results": results,
 		})
 		return

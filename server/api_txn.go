@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -82,7 +83,7 @@ func (a *apiFront) txn(w http.ResponseWriter, r *http.Request, c caller) {
 	if err != nil {
 		code := session.CodeOf(err)
 		body["code"], body["name"], body["message"] = code, code.String(), err.Error()
-		writeJSON(w, apiStatus(code), body)
+		writeJSON(w, apiwire.Status(code), body)
 		return
 	}
 	body["revision"] = resp.Rev

@@ -95,17 +95,18 @@
 //   - HTTP/JSON API (api*.go): a second front on Config.APIAddr (HTTPS
 //     with the client front's certificate and client CA) serving
 //     sessions, nodes, locks, elections, SSE watches, an OpenAPI document
-//     (apispec/openapi.json) and the web console (console/). It holds no
+//     (package apispec) and the web console (package console). It holds no
 //     logic: unary requests run through front.call, the QUIC front's
 //     handlers; locks through the lock service's waiters; watches through
 //     the watch hub. Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
 //     presenting this member's own certificate. api.go says the rest;
-//     api_guard.go what it refuses from browsers (non-JSON bodies,
-//     cross-site requests, foreign Host names) and the security headers
-//     every answer carries; api_gateway.go whom it believes besides a
-//     member (a gateway certificate of Config.APIGatewayCA) and what it
-//     exports for latch gateway; api_lockroute.go how a lock path and its
+//     api_guard.go the names it answers to; package apiwire what it
+//     refuses from browsers (non-JSON bodies, cross-site requests, foreign
+//     Host names), the security headers every answer carries, the error
+//     shape and status per code, shared with latch gateway, which links
+//     no member; api_gateway.go whom it believes besides a member (a
+//     gateway certificate of Config.APIGatewayCA); api_lockroute.go how a lock path and its
 //     view are read; api_leasewait.go how a waiting implicit lease stays
 //     alive.
 //   - Integrity: a storage fault in the namespace store, a raft log entry

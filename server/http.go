@@ -14,6 +14,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/adminapi"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -212,13 +213,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, code, reply)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+// writeJSON answers v as JSON with status code, as the API does.
+func writeJSON(w http.ResponseWriter, code int, v any) { apiwire.WriteJSON(w, code, v) }
 
 // snapLimiter spaces the snapshots asked for on the admin endpoint: each
 // writes the whole namespace to disk, so a loop of requests would fill it.

@@ -22,7 +22,9 @@ import (
 
 	"github.com/latch-io/latch/client"
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/apispec"
+	"github.com/latch-io/latch/server/apiwire"
+	"github.com/latch-io/latch/server/console"
 	"github.com/latch-io/latch/session"
 )
 
@@ -131,19 +133,19 @@ var pathRoutes = []struct {
 
 // ServeHTTP routes one request.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !server.APIGuard(w, r, g.hostOK) {
+	if !apiwire.Guard(w, r, g.hostOK) {
 		return
 	}
 	p := r.URL.Path
 	switch {
 	case p == "/" || strings.HasPrefix(p, "/console/"):
 		if r.Method != http.MethodGet {
-			server.WriteAPIError(w, fmt.Errorf("%w: %s %s", session.ErrMethodNotAllowed, r.Method, p))
+			apiwire.WriteError(w, fmt.Errorf("%w: %s %s", session.ErrMethodNotAllowed, r.Method, p))
 			return
 		}
-		b, ct, ok := server.ConsoleFile(strings.TrimPrefix(strings.TrimPrefix(p, "/"), "console/"))
+		b, ct, ok := console.File(strings.TrimPrefix(strings.TrimPrefix(p, "/"), "console/"))
 		if !ok {
-			server.WriteAPIError(w, fmt.Errorf("%w: %s", session.ErrNoRoute, p))
+			apiwire.WriteError(w, fmt.Errorf("%w: %s", session.ErrNoRoute, p))
 			return
 		}
 		w.Header().Set("Content-Type", ct)
@@ -152,10 +154,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case p == "/api/v1/openapi.json":
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(server.OpenAPIDocument())
+		w.Write(apispec.Document)
 		return
 	case p == "/api/v1/health":
-		server.WriteAPIJSON(w, http.StatusOK, map[string]any{"ready": true, "gateway": true, "cells": slices.Sorted(maps.Keys(g.x.Map()))})
+		apiwire.WriteJSON(w, http.StatusOK, map[string]any{"ready": true, "gateway": true, "cells": slices.Sorted(maps.Keys(g.x.Map()))})
 		return
 	case r.URL.Query().Get("cell") == "" && r.Method == http.MethodGet && (p == "/api/v1/cluster" || p == "/api/v1/locks" || p == "/api/v1/members"):
 		g.merged(w, r, p)
@@ -164,11 +166,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.clusterEvents(w, r)
 		return
 	case !strings.HasPrefix(p, "/api/v1/"):
-		server.WriteAPIError(w, fmt.Errorf("%w: %s %s", session.ErrNoRoute, r.Method, p))
+		apiwire.WriteError(w, fmt.Errorf("%w: %s %s", session.ErrNoRoute, r.Method, p))
 		return
 	case p == "/api/v1/children/" && r.Method == http.MethodGet:
 		// The children of / are the cells (as client.Cells answers).
-		server.WriteAPIJSON(w, http.StatusOK, map[string]any{"path": "/", "children": slices.Sorted(maps.Keys(g.x.Map())), "more": false})
+		apiwire.WriteJSON(w, http.StatusOK, map[string]any{"path": "/", "children": slices.Sorted(maps.Keys(g.x.Map())), "more": false})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxGatewayBody))
@@ -179,12 +181,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			err = fmt.Errorf("%w: reading request body: %v", session.ErrMalformed, err)
 		}
-		server.WriteAPIError(w, err)
+		apiwire.WriteError(w, err)
 		return
 	}
 	cell, token, err := g.route(r, body)
 	if err != nil {
-		server.WriteAPIError(w, err)
+		apiwire.WriteError(w, err)
 		return
 	}
 	g.forward(w, r, cell, body, token)
@@ -193,7 +195,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route finds the cell of r and the session token to pass on (without
 // its cell).
 func (g *gateway) route(r *http.Request, body []byte) (cell, token string, err error) {
-	token = r.Header.Get(server.HeaderSession)
+	token = r.Header.Get(apiwire.HeaderSession)
 	tokenCell := ""
 	if c, t, ok := strings.Cut(token, "/"); ok {
 		tokenCell, token = c, t
@@ -299,7 +301,7 @@ func (g *gateway) forward(w http.ResponseWriter, r *http.Request, cell string, b
 			case res.done:
 				return
 			case res.sent && !readOnly:
-				server.WriteAPIError(w, fmt.Errorf("%w: cell %q: the member's answer was lost: %v", session.ErrUnknownOutcome, cell, res.err))
+				apiwire.WriteError(w, fmt.Errorf("%w: cell %q: the member's answer was lost: %v", session.ErrUnknownOutcome, cell, res.err))
 				return
 			}
 			if res.lastID != "" {
@@ -308,7 +310,7 @@ func (g *gateway) forward(w http.ResponseWriter, r *http.Request, cell string, b
 			streaming = streaming || res.streaming
 		}
 		if time.Now().After(deadline) && !streaming {
-			server.WriteAPIError(w, fmt.Errorf("%w: no member of cell %q acted on the request within %v", session.ErrNoLeader, cell, gatewayTimeout))
+			apiwire.WriteError(w, fmt.Errorf("%w: no member of cell %q acted on the request within %v", session.ErrNoLeader, cell, gatewayTimeout))
 			return
 		}
 		select {
@@ -338,7 +340,7 @@ func (g *gateway) try(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(body))
 	if err != nil {
-		server.WriteAPIError(w, fmt.Errorf("%w: %v", session.ErrInternal, err))
+		apiwire.WriteError(w, fmt.Errorf("%w: %v", session.ErrInternal, err))
 		return tryResult{done: true}
 	}
 	for _, h := range []string{"Content-Type", "Accept"} {
@@ -347,12 +349,12 @@ func (g *gateway) try(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		}
 	}
 	if token != "" {
-		req.Header.Set(server.HeaderSession, token)
+		req.Header.Set(apiwire.HeaderSession, token)
 	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	req.Header.Set(server.HeaderIdentity, identity)
+	req.Header.Set(apiwire.HeaderIdentity, identity)
 	resp, err := g.fwd.Do(req)
 	if err != nil {
 		var op *net.OpError
@@ -362,7 +364,7 @@ func (g *gateway) try(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		return tryResult{sent: true, err: err, streaming: streaming}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(server.HeaderRetry) != "" {
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(apiwire.HeaderRetry) != "" {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return tryResult{streaming: streaming}
 	}
@@ -382,7 +384,7 @@ func (g *gateway) try(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		whole = cellToken(whole, cell)
 	}
 	for k, vs := range resp.Header {
-		if k != server.HeaderRetry && k != "Content-Length" {
+		if k != apiwire.HeaderRetry && k != "Content-Length" {
 			w.Header()[k] = vs
 		}
 	}

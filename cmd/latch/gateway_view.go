@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/latch-io/latch/server"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -58,7 +58,7 @@ func (g *gateway) readCell(ctx context.Context, cell, path, identity string) (ma
 			if err != nil {
 				return nil, err
 			}
-			req.Header.Set(server.HeaderIdentity, identity)
+			req.Header.Set(apiwire.HeaderIdentity, identity)
 			resp, err := g.fwd.Do(req)
 			if err != nil {
 				last = err
@@ -84,13 +84,13 @@ func (g *gateway) merged(w http.ResponseWriter, r *http.Request, path string) {
 	views := g.readCells(r.Context(), path, g.callerIdentity(r))
 	switch path {
 	case "/api/v1/cluster":
-		server.WriteAPIJSON(w, http.StatusOK, mergeCluster(views))
+		apiwire.WriteJSON(w, http.StatusOK, mergeCluster(views))
 	case "/api/v1/locks":
 		out := map[string]any{"locks": mergeList(views, "locks", nil), "more": anyTrue(views, "more"), "revisions": revisions(views), "errors": viewErrors(views)}
-		server.WriteAPIJSON(w, http.StatusOK, out)
+		apiwire.WriteJSON(w, http.StatusOK, out)
 	case "/api/v1/members":
 		out := map[string]any{"members": mergeList(views, "members", cellMember), "errors": viewErrors(views)}
-		server.WriteAPIJSON(w, http.StatusOK, out)
+		apiwire.WriteJSON(w, http.StatusOK, out)
 	}
 }
 
@@ -182,7 +182,7 @@ const maxGatewayClusterStreams = 64
 func (g *gateway) clusterEvents(w http.ResponseWriter, r *http.Request) {
 	if n := g.clusterStreams.Add(1); n > maxGatewayClusterStreams {
 		g.clusterStreams.Add(-1)
-		server.WriteAPIError(w, fmt.Errorf("%w: %d console cluster streams open on this gateway", session.ErrBusy, maxGatewayClusterStreams))
+		apiwire.WriteError(w, fmt.Errorf("%w: %d console cluster streams open on this gateway", session.ErrBusy, maxGatewayClusterStreams))
 		return
 	}
 	defer g.clusterStreams.Add(-1)

@@ -1,4 +1,4 @@
-package server
+package apiwire
 
 import "testing"
 
@@ -6,11 +6,11 @@ import "testing"
 // loopback addresses, its certificate's names, the configured ones;
 // every IP address when it listens on all of them; anything with "*".
 func TestAPIHostSet(t *testing.T) {
-	own := apiHostSet{names: map[string]bool{"localhost": true, "latch.example": true}, ipNames: map[string]bool{"127.0.0.1": true, "::1": true, "10.0.0.5": true}}
-	all := apiHostSet{names: map[string]bool{"localhost": true}, ipNames: map[string]bool{}, anyIP: true}
-	star := apiHostSet{any: true}
+	own := HostSet{names: map[string]bool{"localhost": true, "latch.example": true}, ipNames: map[string]bool{"127.0.0.1": true, "::1": true, "10.0.0.5": true}}
+	all := HostSet{names: map[string]bool{"localhost": true}, ipNames: map[string]bool{}, anyIP: true}
+	star := HostSet{any: true}
 	for _, tc := range []struct {
-		hs   apiHostSet
+		hs   HostSet
 		host string
 		want bool
 	}{
@@ -29,7 +29,7 @@ func TestAPIHostSet(t *testing.T) {
 		{all, "evil.example", false},
 		{star, "evil.example", true},
 	} {
-		if got := tc.hs.allows(tc.host); got != tc.want {
+		if got := tc.hs.Allows(tc.host); got != tc.want {
 			t.Errorf("%+v allows %q = %v, want %v", tc.hs, tc.host, got, tc.want)
 		}
 	}
