@@ -80,8 +80,11 @@
 //     collectors); raft's go-metrics reach it through one process-wide sink
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
-//   - Locks (lock.go): a new request comes as MsgLockCall on the mux
-//     stream, answered granted or queued at once; a queued one is waited
+//   - Locks (lock.go; lock_requests.go the calls and the MsgLock stream,
+//     lock_notices.go the held locks followed and their notices stream,
+//     lock_timers.go the leader's ticks): a new request comes as
+//     MsgLockCall on the mux stream, answered granted or queued at once; a
+//     queued one is waited
 //     for on a MsgLock stream, woken only by its own grant (waiters keyed
 //     by request node, fed by the apply observer). The stream ends at the
 //     grant; a held lock's loss is told on the connection's lock notices
