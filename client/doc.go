@@ -177,7 +177,8 @@
 // held) and keeps its place in the queue. A retried request carries its
 // request id and finds the request already queued. A grant arriving
 // after the session's LeaseEnd is refused with ErrLockLost. See mutex.go
-// for the protocol.
+// for the protocol, lockhandle.go and acquisition.go for the engine the
+// recipes share.
 //
 // # Identity, rules and ownership
 //
