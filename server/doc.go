@@ -103,15 +103,17 @@
 //     handlers; locks through the lock service's waiters; watches through
 //     the watch hub. Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
-//     presenting this member's own certificate. api.go says the rest;
+//     presenting this member's own certificate (api_identity.go; the
+//     forwarding: api_forward.go). api.go says the rest;
 //     api_guard.go the names it answers to; package apiwire what it
 //     refuses from browsers (non-JSON bodies, cross-site requests, foreign
 //     Host names), the security headers every answer carries, the error
 //     shape and status per code, shared with latch gateway, which links
 //     no member; api_gateway.go whom it believes besides a member (a
-//     gateway certificate of Config.APIGatewayCA); api_lockroute.go how a lock path and its
-//     view are read; api_leasewait.go how a waiting implicit lease stays
-//     alive.
+//     gateway certificate of Config.APIGatewayCA); api_lock.go the lock
+//     routes, api_lockqueue.go the queue listings, api_election.go the
+//     elections; api_lockroute.go how a lock path and its view are read;
+//     api_leasewait.go how a waiting implicit lease stays alive.
 //   - Integrity: a storage fault in the namespace store, a raft log entry
 //     that fails its checksum (raftstore/checksum.go: every entry is
 //     checked on read, and the whole log before the member starts, which
