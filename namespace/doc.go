@@ -7,8 +7,9 @@
 //     spelling per name, pathspell.go);
 //   - Stat, Event and EventType, LockNote, the lock history's LockEvent;
 //   - Command, Op, CreateFlags, Compare, Member, Entry and the raft log
-//     codec (EncodeEntry, DecodeEntry: hand-written in entrycodec.go,
-//     byte for byte go-msgpack's reflection encoding under EntryHandle);
+//     codec (EncodeEntry, DecodeEntry: hand-written in entrycodec.go and
+//     entrydecode.go, byte for byte go-msgpack's reflection encoding
+//     under EntryHandle);
 //   - Result, BatchEntry and StateView, what applying a command gives;
 //   - the sentinel errors (errors.go), which keep their identity across
 //     the wire;
