@@ -73,6 +73,16 @@ type LockNote struct {
 	WaiterSession uint64
 }
 
+// IsNodeEvent reports whether t changes a node: created, deleted, data or
+// children changed.
+func (t EventType) IsNodeEvent() bool {
+	switch t {
+	case EventCreated, EventDeleted, EventDataChanged, EventChildrenChanged:
+		return true
+	}
+	return false
+}
+
 // IsLockEvent reports whether t is about a lock request (Path is its
 // node) rather than a node or a session.
 func (t EventType) IsLockEvent() bool {

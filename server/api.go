@@ -61,6 +61,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/apiwire"
+	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/session"
 )
 
@@ -104,9 +105,9 @@ type apiFront struct {
 	verifyClients bool
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
-	hosts         apiwire.HostSet // the Host names it answers to (api_guard.go)
-	stats         *consoleStats   // the console's charts (api_console_stats.go)
-	gateways      *x509.CertPool  // issuers of gateway certificates (api_gateway.go); nil: none
+	hosts         apiwire.HostSet       // the Host names it answers to (api_guard.go)
+	stats         *consolestats.Sampler // the console's charts (api_console_stats.go)
+	gateways      *x509.CertPool        // issuers of gateway certificates (api_gateway.go); nil: none
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight
@@ -130,7 +131,7 @@ func (s *Server) openAPI() error {
 	a.addr = ln.Addr().String()
 	a.hosts = a.apiHosts()
 	a.routes = a.routeTable()
-	a.stats = newConsoleStats(s.statsSource())
+	a.stats = consolestats.New(s.statsSource())
 	s.api = a
 	s.front.observe(a.stats)
 	return nil
@@ -159,7 +160,7 @@ func (s *Server) startAPI() {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
-	s.goFunc(func() { a.stats.run(s.stop) })
+	s.goFunc(func() { a.stats.Run(s.stop) })
 	s.goFunc(func() {
 		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("api stopped", "err", err)

@@ -31,7 +31,7 @@ func (t *cacheTable) Applied(results []*namespace.Result) {
 		)
 		for i := range r.Events {
 			ev := &r.Events[i]
-			if !isNodeEvent(ev.Type) {
+			if !ev.Type.IsNodeEvent() {
 				continue
 			}
 			hs := t.byPath[ev.Path]
@@ -99,7 +99,7 @@ func (t *cacheTable) recordWriteLocked(r *namespace.Result) {
 	var ms []*cacheMark
 	for i := range r.Events {
 		ev := &r.Events[i]
-		if m := t.marks[ev.Path]; m != nil && isNodeEvent(ev.Type) {
+		if m := t.marks[ev.Path]; m != nil && ev.Type.IsNodeEvent() {
 			ms = append(ms, m)
 		}
 	}

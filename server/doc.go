@@ -112,7 +112,9 @@
 //     no member; api_gateway.go whom it believes besides a member (a
 //     gateway certificate of Config.APIGatewayCA); api_lock.go the lock
 //     routes, api_lockqueue.go the queue listings, api_election.go the
-//     elections; api_lockroute.go how a lock path and its view are read;
+//     elections; api_console_stats.go the console's chart stream, whose
+//     samples package consolestats takes through the functions of a
+//     Source; api_lockroute.go how a lock path and its view are read;
 //     api_leasewait.go how a waiting implicit lease stays alive.
 //   - Integrity: a storage fault in the namespace store, a raft log entry
 //     that fails its checksum (raftstore/checksum.go: every entry is

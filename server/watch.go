@@ -171,17 +171,7 @@ func (w *watcher) wake() {
 
 // isWatchable reports whether a watch can report t: node events, and
 // lock events (for watches with WatchLocks). Session events carry no path.
-func isWatchable(t namespace.EventType) bool { return isNodeEvent(t) || t.IsLockEvent() }
-
-// isNodeEvent reports whether t changes a node: created, deleted, data or
-// children changed.
-func isNodeEvent(t namespace.EventType) bool {
-	switch t {
-	case namespace.EventCreated, namespace.EventDeleted, namespace.EventDataChanged, namespace.EventChildrenChanged:
-		return true
-	}
-	return false
-}
+func isWatchable(t namespace.EventType) bool { return t.IsNodeEvent() || t.IsLockEvent() }
 
 // watchedAt is the path whose non-recursive watchers may want ev: the
 // node's, or for a lock event (whose Path is the request node) the locked

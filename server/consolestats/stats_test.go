@@ -1,9 +1,11 @@
-package server
+package consolestats
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/namespace/store"
@@ -30,15 +32,15 @@ func TestBucketQuantile(t *testing.T) {
 	}
 }
 
-// The ring keeps the last statsHistory samples, oldest first, and since
+// The ring keeps the last History samples, oldest first, and since
 // returns only those after a sequence number.
 func TestConsoleStatsRing(t *testing.T) {
-	st := newConsoleStats(statsSource{})
-	for range statsHistory + 5 {
-		st.push(statsSample{})
+	st := New(Source{})
+	for range History + 5 {
+		st.push(Sample{})
 	}
-	all, _ := st.since(0)
-	if len(all) != statsHistory || all[0].Seq != 6 || all[len(all)-1].Seq != statsHistory+5 {
+	all, _ := st.Since(0)
+	if len(all) != History || all[0].Seq != 6 || all[len(all)-1].Seq != History+5 {
 		t.Fatalf("ring: %d samples, %d..%d", len(all), all[0].Seq, all[len(all)-1].Seq)
 	}
 	for i := 1; i < len(all); i++ {
@@ -46,8 +48,8 @@ func TestConsoleStatsRing(t *testing.T) {
 			t.Fatalf("ring out of order at %d: %d after %d", i, all[i].Seq, all[i-1].Seq)
 		}
 	}
-	if tail, _ := st.since(statsHistory + 3); len(tail) != 2 || tail[0].Seq != statsHistory+4 {
-		t.Fatalf("since(%d) = %v", statsHistory+3, tail)
+	if tail, _ := st.Since(History + 3); len(tail) != 2 || tail[0].Seq != History+4 {
+		t.Fatalf("since(%d) = %v", History+3, tail)
 	}
 }
 
@@ -56,21 +58,28 @@ func TestConsoleStatsRing(t *testing.T) {
 // events applied, the quantiles of the requests answered in between
 // (from the request histogram of this member only), and the gauges.
 func TestConsoleStatsSample(t *testing.T) {
-	const id = "stats-sample-test" // labels its own series in the shared vectors
+	const id = "stats-sample-test"
+	// The member's request series, as package server declares them.
+	requestsTotal := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latch_requests_total"}, []string{"member", "type", "result"})
+	requestSeconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "latch_request_duration_seconds", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 18),
+	}, []string{"member", "type"})
 	now := time.Unix(1000, 0)
 	var term uint64 = 3
 	var writes float64
-	st := newConsoleStats(statsSource{
-		id:       id,
-		now:      func() time.Time { return now },
-		term:     func() uint64 { return term },
-		leader:   func() bool { return true },
-		writes:   func() float64 { return writes },
-		sessions: func() (int, error) { return 7, nil },
-		locks:    func() (store.LockCounts, error) { return store.LockCounts{Held: 2, Waiting: 5}, nil },
+	st := New(Source{
+		ID:       id,
+		Now:      func() time.Time { return now },
+		Term:     func() uint64 { return term },
+		Leader:   func() bool { return true },
+		Writes:   func() float64 { return writes },
+		Sessions: func() (int, error) { return 7, nil },
+		Locks:    func() (store.LockCounts, error) { return store.LockCounts{Held: 2, Waiting: 5}, nil },
+		Requests: requestsTotal,
+		Latency:  requestSeconds,
 	})
 	st.sample(false)
-	first, _ := st.since(0)
+	first, _ := st.Since(0)
 	if len(first) != 1 || first[0].P50 != nil || first[0].Sessions != nil || first[0].Writes != 0 {
 		t.Fatalf("first sample (no earlier reading, no gauges): %+v", first)
 	}
@@ -99,7 +108,7 @@ func TestConsoleStatsSample(t *testing.T) {
 	}}})
 	st.sample(true)
 
-	got, _ := st.since(first[0].Seq)
+	got, _ := st.Since(first[0].Seq)
 	if len(got) != 1 {
 		t.Fatalf("%d samples after the first", len(got))
 	}
