@@ -293,7 +293,7 @@ type Config struct {
 
 	// Clock is this member's wall clock. The cluster reads it once in its
 	// life, to stamp the first entry of a cluster that has no time yet;
-	// after that time comes from the log and Monotonic (clusterclock.go).
+	// after that time comes from the log and Monotonic (package clock).
 	// Default time.Now.
 	Clock func() time.Time
 	// Monotonic measures elapsed time, unaffected by wall-clock steps: it

@@ -140,7 +140,7 @@
 //     metadata, every lock request has its session and its own node)
 //     before the store drops its state; a refused one changes nothing
 //     (raft would panic on a user restore the FSM refuses).
-//   - Time (clusterclock.go): the leader stamps entries with the cluster
+//   - Time (package clock): the leader stamps entries with the cluster
 //     time, the latest committed time advanced by its monotonic clock
 //     (Config.Monotonic); the wall clock (Config.Clock) is read only for a
 //     cluster's very first entry. Lock timers and session leases are

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/namespace/store"
+	"github.com/latch-io/latch/server/clock"
 )
 
 // ApplyObserver is told about every batch the state machine applied, in log
@@ -51,7 +52,7 @@ type fsm struct {
 	limitsRev uint64
 
 	// clock learns every committed time (nil in tests of the fsm alone).
-	clock *clusterClock
+	clock *clock.Cluster
 	// hashView receives the results that carry a state view to hash
 	// (OpHashCheck); nil releases them.
 	hashView func(*namespace.Result)
@@ -148,7 +149,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	if f.clock != nil && len(entries) > 0 {
-		f.clock.observe(f.store.Clock())
+		f.clock.Observe(f.store.Clock())
 	}
 	if len(logs) > 0 && f.store.Err() == nil {
 		// A store that met a storage error applied none of the batch:
@@ -242,7 +243,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.restores.Add(1)
 	f.checkLimits()
 	if f.clock != nil {
-		f.clock.observe(f.store.Clock())
+		f.clock.Observe(f.store.Clock())
 	}
 	// The restored index may be below what was applied before (a user
 	// restore of an old snapshot); reset rather than advance.

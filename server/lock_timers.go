@@ -41,7 +41,7 @@ func (l *lockService) tickWhileLeader(stop <-chan struct{}, sub <-chan bool) boo
 	burst := 0
 	for {
 		next, ok := s.store.NextTimer()
-		now := s.clock.now()
+		now := s.clock.Now()
 		wait := s.cfg.ExpiryTick
 		if ok && next <= now && burst < tickBurst {
 			burst++

@@ -37,7 +37,7 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	if err := s.disk.refuse(); err != nil {
 		return nil, err
 	}
-	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.clock.now(), Cmd: *cmd})
+	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.clock.Now(), Cmd: *cmd})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}

@@ -1,11 +1,18 @@
-package server
+// Package clock holds a member's clocks: the cluster clock (Cluster), the
+// time the leader stamps on log entries and lock timers are measured in,
+// anchored to the log rather than to any member's wall clock; and Mono,
+// a monotonic reading for tables that only add durations and compare.
+// It reads no clock of its own: the member gives it the wall and
+// monotonic clocks (Config.Clock, Config.Monotonic), and tests give it
+// clocks they move.
+package clock
 
 import (
 	"sync"
 	"time"
 )
 
-// clusterClock is the cluster's time as this member knows it: the time the
+// Cluster is the cluster's time as this member knows it: the time the
 // leader stamps on entries, and the time lock timers (hold TTLs,
 // lock-delays) are measured in. It is anchored to the log, not to this
 // member's wall clock:
@@ -27,7 +34,7 @@ import (
 // not counted, so after one the cluster's time (node ctime/mtime) lags the
 // wall clock by the outage. Timers then last longer, never shorter; and
 // sessions get a fresh full TTL from a new leader anyway.
-type clusterClock struct {
+type Cluster struct {
 	wall func() time.Time
 	mono func() time.Duration
 
@@ -36,12 +43,16 @@ type clusterClock struct {
 	at   time.Duration // monotonic reading when base was observed
 }
 
-func newClusterClock(wall func() time.Time, mono func() time.Duration, committed int64) *clusterClock {
-	return &clusterClock{wall: wall, mono: mono, base: committed, at: mono()}
+// New returns the cluster clock of a member that has applied committed
+// (the latest committed time in its log; 0: none yet), reading the wall
+// clock wall at most once and measuring elapsed time with mono.
+func New(wall func() time.Time, mono func() time.Duration, committed int64) *Cluster {
+	return &Cluster{wall: wall, mono: mono, base: committed, at: mono()}
 }
 
-// now returns the cluster time, for stamping an entry or checking timers.
-func (c *clusterClock) now() int64 {
+// Now returns the cluster time (unix ns), for stamping an entry or
+// checking timers.
+func (c *Cluster) Now() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.mono()
@@ -51,9 +62,9 @@ func (c *clusterClock) now() int64 {
 	return c.base + int64(m-c.at)
 }
 
-// observe records that the log committed time t (applied just now). The
+// Observe records that the log committed time t (applied just now). The
 // clock moves forward to it when it was behind; it never moves back.
-func (c *clusterClock) observe(t int64) {
+func (c *Cluster) Observe(t int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.mono()
@@ -62,11 +73,12 @@ func (c *clusterClock) observe(t int64) {
 	}
 }
 
-// monoTime presents a monotonic reading as a time.Time for the lease
-// table, which only adds durations to it and compares, so a wall-clock
-// step cannot end or extend a lease.
-type monoTime func() time.Duration
+// Mono presents a monotonic reading as a time.Time for the lease table,
+// which only adds durations to it and compares, so a wall-clock step
+// cannot end or extend a lease.
+type Mono func() time.Duration
 
 var monoEpoch = time.Unix(0, 0)
 
-func (m monoTime) Now() time.Time { return monoEpoch.Add(m()) }
+// Now is the monotonic reading as a time after the Unix epoch.
+func (m Mono) Now() time.Time { return monoEpoch.Add(m()) }
