@@ -239,20 +239,7 @@ func (k *leaseKeeper) sessions() int {
 // run follows leadership until stop: on every term won it loads the
 // sessions and reaps them until the term ends.
 func (k *leaseKeeper) run(stop <-chan struct{}) {
-	sub, cancel := k.s.SubscribeLeadership()
-	defer cancel()
-	leader := false
-	for {
-		if !leader {
-			select {
-			case <-stop:
-				return
-			case leader = <-sub:
-				continue
-			}
-		}
-		leader = k.lead(stop, sub)
-	}
+	k.s.followLeadership(stop, k.lead)
 }
 
 func (k *leaseKeeper) loadedRestores() uint64 {

@@ -103,6 +103,26 @@ func (s *Server) SubscribeLeadership() (<-chan bool, func()) {
 	return s.leader.subscribe()
 }
 
+// followLeadership runs lead for every term this member is the ready
+// leader, until stop. lead returns when stop closes or the term ends,
+// saying whether this member leads again (a new term) by then.
+func (s *Server) followLeadership(stop <-chan struct{}, lead func(stop <-chan struct{}, sub <-chan bool) bool) {
+	sub, cancel := s.SubscribeLeadership()
+	defer cancel()
+	leader := false
+	for {
+		if !leader {
+			select {
+			case <-stop:
+				return
+			case leader = <-sub:
+			}
+			continue
+		}
+		leader = lead(stop, sub)
+	}
+}
+
 // IsLeader reports whether this member is the leader and has applied every
 // entry of earlier terms.
 func (s *Server) IsLeader() bool {

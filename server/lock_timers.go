@@ -16,20 +16,7 @@ import (
 // runTimers proposes the namespace's lock ticks while this member is the
 // ready leader, until stop.
 func (l *lockService) runTimers(stop <-chan struct{}) {
-	sub, cancel := l.f.s.SubscribeLeadership()
-	defer cancel()
-	leader := false
-	for {
-		if !leader {
-			select {
-			case <-stop:
-				return
-			case leader = <-sub:
-			}
-			continue
-		}
-		leader = l.tickWhileLeader(stop, sub)
-	}
+	l.f.s.followLeadership(stop, l.tickWhileLeader)
 }
 
 // tickWhileLeader proposes a tick whenever NextTimer is due. It returns
