@@ -10,10 +10,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"time"
 
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
@@ -63,13 +62,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 			return nil
 		},
 	}
-	a.fwd = &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		TLSClientConfig:     fwdTLS,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     time.Minute,
-	}}
+	a.fwd = apiwire.ForwardClient(fwdTLS)
 	return c, nil
 }
 

@@ -69,13 +69,7 @@ func newGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	g.fwd = &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		TLSClientConfig:     fwdTLS,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     time.Minute,
-	}}
+	g.fwd = apiwire.ForwardClient(fwdTLS)
 	return g, nil
 }
 

@@ -7,8 +7,11 @@
 package apiwire
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/latch-io/latch/session"
 )
@@ -94,4 +97,17 @@ func Status(c session.Code) int {
 	// Codes this front does not know yet (later workstreams' refusals)
 	// are the client's to fix.
 	return http.StatusBadRequest
+}
+
+// ForwardClient is the HTTP client a front (a member, the gateway) sends
+// API requests on to a member with, over TLS conf: dials bounded to a
+// second, HTTP/2 over TLS, idle connections kept a minute.
+func ForwardClient(conf *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		TLSClientConfig:     conf,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     time.Minute,
+	}}
 }
