@@ -84,12 +84,11 @@
 //     lock_notices.go the held locks followed and their notices stream,
 //     lock_timers.go the leader's ticks): a new request comes as
 //     MsgLockCall on the mux stream, answered granted or queued at once; a
-//     queued one is waited
-//     for on a MsgLock stream, woken only by its own grant (waiters keyed
-//     by request node, fed by the apply observer). The stream ends at the
-//     grant; a held lock's loss is told on the connection's lock notices
-//     stream. A stream the
-//     client resets on a live connection withdraws the request (or
+//     queued one is waited for on a MsgLock stream, woken only by its
+//     own grant (waiters keyed by request node, fed by the apply
+//     observer). The stream ends at the grant; a held lock's loss is told
+//     on the connection's lock notices stream. A stream the client
+//     resets on a live connection withdraws the request (or
 //     releases the lock); a lost connection leaves it for the client to
 //     re-attach with MsgLock{Node}. The ready leader proposes OpNoop ticks
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
