@@ -117,6 +117,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.IntVar(&c.Cachers, "cachers", 0, "cached-set: connections caching the node written")
 			fs.StringVar(&c.ReadFrom, "read-from", "", "where each connection's stale reads go: spread (connection i to endpoint i mod n), nearest (the fastest non-leader), leader (default: the first endpoint that answers)")
+			failureTimeout := fs.Duration("failure-timeout", 0, "the client's FailureTimeout on every connection (default 300ms): how long the leader may stay silent while a call waits; raise it on a machine so loaded that the leader answers pings late")
 			fs.BoolVar(&c.LeaderCPU, "leader-cpu", false, "get, stale-get, cached-get, cached-set, contended: report the leader process's CPU per operation (its admin /metrics before and after)")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
 			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
@@ -175,6 +176,7 @@ the leader's admin /metrics before and after the window).`,
 					return err
 				}
 				cfg.Client.ClientName = "latch-bench"
+				cfg.Client.FailureTimeout = *failureTimeout
 				cfg.Admin = e.g.admin
 				cfg.OpTimeout = e.g.timeout
 				if *verbose {
