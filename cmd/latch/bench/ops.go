@@ -75,11 +75,11 @@ func (r *runner) get(rep *Report, scenario string) error {
 	finish(rep, done, elapsed, OpLatency{Op: scenario, Latency: Summarize(merge(lat))})
 	switch scenario {
 	case ScenarioStaleGet:
-		members := map[string]int{}
+		rep.ReadMembers = map[string]int{}
 		for _, c := range p.clients {
-			members[c.ReadMember()]++
+			rep.ReadMembers[c.ReadMember()]++
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (\"\" is the leader), connections per member: %v", members))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (\"\" is the leader), connections per member: %v", rep.ReadMembers))
 	case ScenarioCachedGet:
 		after := cacheTotals(p.clients)
 		rep.Notes = append(rep.Notes, fmt.Sprintf("cache hits %d, misses %d (a miss is a read from the leader: the lease was renewed late, or the connection changed)",

@@ -33,6 +33,9 @@ type Report struct {
 	// or the leader changed or could not be scraped). Contended reports it
 	// per cycle in Contention.
 	LeaderCPUMillisPerOp *float64 `json:"leader_cpu_ms_per_op,omitempty"`
+	// ReadMembers counts stale-get's connections by the member their
+	// stale reads went to at the end of the run ("" : the leader).
+	ReadMembers map[string]int `json:"read_members,omitempty"`
 
 	Contention *Contention  `json:"contention,omitempty"`
 	Sessions   *SessionLoad `json:"sessions,omitempty"`
