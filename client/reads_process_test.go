@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -451,6 +452,15 @@ func TestPartitionedFollowerReadsProcess(t *testing.T) {
 		t.Fatalf("%s cut off answered at revision %d, the last write is at %d: the partition did not hold", fid, resp.Rev, last.rev)
 	}
 	t.Logf("%s cut off answers %q at revision %d; the last acknowledged write is %q at %d", fid, resp.Data, resp.Rev, last.value, last.rev)
+	// The HTTP API's ?stale=true is answered by the member asked, marked
+	// the same way.
+	hn := httpStaleGet(t, c, c.Nodes[f].APIAddr, "/part")
+	if err := checkStaleAnswer(writes, 0, hn.Data, hn.Stat.ModRevision, hn.Revision, nil); err != nil {
+		t.Fatalf("%s cut off, HTTP ?stale=true: %v", fid, err)
+	}
+	if hn.Revision >= last.rev {
+		t.Fatalf("%s cut off answered ?stale=true at revision %d, the last write is at %d", fid, hn.Revision, last.rev)
+	}
 	// A reader that saw the last write is refused, not served older state.
 	if _, err := staleGet(ctx, fconn, "/part", last.rev); !errors.Is(err, ErrBehind) {
 		t.Fatalf("%s cut off, Stale read at revision %d: %v, want ErrBehind", fid, last.rev, err)
@@ -498,6 +508,40 @@ func TestPartitionedFollowerReadsProcess(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// httpNode is the part of the HTTP API's node answer the tests judge.
+type httpNode struct {
+	Data string `json:"data"`
+	Stat struct {
+		ModRevision uint64 `json:"mod_revision"`
+	} `json:"stat"`
+	Revision uint64 `json:"revision"`
+}
+
+// httpStaleGet reads path with ?stale=true from the HTTP API at addr.
+func httpStaleGet(t *testing.T, c *proc.Cluster, addr, path string) httpNode {
+	t.Helper()
+	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf = tlsConf.Clone()
+	tlsConf.NextProtos = nil // the client's QUIC protocol; HTTPS negotiates its own
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := hc.Get("https://" + addr + "/api/v1/nodes" + path + "?stale=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n httpNode
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s?stale=true on %s: %s", path, addr, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestCachedReadsHolderCutOffProcess cuts a cache holder off from the
