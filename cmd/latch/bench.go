@@ -23,8 +23,11 @@ func init() {
 		help: `Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `, all, ` + bench.ScenarioFailover + `.
 
   get, stale-get  -n reads of one node of --data-size bytes (linearizable, or
-                  stale from each client's read member: a follower or
-                  learner when one answers; -c 64 --conns 64 is 64 clients)
+                  stale from each client's read member; -c 64 --conns 64 is
+                  64 clients; --read-from spread sends connection i's stale
+                  reads to endpoint i mod n, so list learners in
+                  --endpoints to read from them too; --read-from leader
+                  sends them all to the leader)
   cached-get      -n reads with client.Cached() after every connection
                   answers from its cache: reads without a round trip
   cached-set      -n sets of one node cached by --cachers connections (each
@@ -113,6 +116,9 @@ the leader's admin /metrics before and after the window).`,
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.IntVar(&c.Cachers, "cachers", 0, "cached-set: connections caching the node written")
+			fs.StringVar(&c.ReadFrom, "read-from", "", "where each connection's stale reads go: spread (connection i to endpoint i mod n), nearest (the fastest non-leader), leader (default: the first endpoint that answers)")
+			failureTimeout := fs.Duration("failure-timeout", 0, "the client's FailureTimeout on every connection (default 300ms): how long the leader may stay silent while a call waits; raise it on a machine so loaded that the leader answers pings late")
+			fs.BoolVar(&c.LeaderCPU, "leader-cpu", false, "get, stale-get, cached-get, cached-set, contended: report the leader process's CPU per operation (its admin /metrics before and after)")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
 			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
 			fs.DurationVar(&c.Observe, "observe", bench.DefaultObserve, "storm: how long to watch after --kill before counting lost sessions and leader changes")
@@ -170,6 +176,7 @@ the leader's admin /metrics before and after the window).`,
 					return err
 				}
 				cfg.Client.ClientName = "latch-bench"
+				cfg.Client.FailureTimeout = *failureTimeout
 				cfg.Admin = e.g.admin
 				cfg.OpTimeout = e.g.timeout
 				if *verbose {

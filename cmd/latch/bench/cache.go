@@ -45,6 +45,7 @@ func (r *runner) cachedSet(rep *Report) error {
 	data := r.data()
 	var mu sync.Mutex // one set at a time: each finds the node cached by every cacher
 	lat := make([][]time.Duration, r.cfg.Concurrency)
+	cpu := r.leaderCPU()
 	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -62,6 +63,9 @@ func (r *runner) cachedSet(rep *Report) error {
 	})
 	if err != nil {
 		return err
+	}
+	if cpu != nil { // the refills' reads included
+		rep.LeaderCPUMillisPerOp = cpu(done)
 	}
 	// The elapsed time includes the refills: ops/s is not a write rate.
 	finish(rep, done, elapsed, OpLatency{Op: "set", Latency: Summarize(merge(lat))})

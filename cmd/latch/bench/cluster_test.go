@@ -102,6 +102,25 @@ func TestScenariosOnRealCluster(t *testing.T) {
 			t.Errorf("ops %d; want 50", rep.Ops)
 		}
 	})
+	t.Run("stale-get spread", func(t *testing.T) {
+		rep := run(t, Config{Scenario: ScenarioStaleGet, Ops: 60, Concurrency: 3, Conns: 3, ReadFrom: ReadSpread, LeaderCPU: true})
+		total := 0
+		for _, n := range rep.ReadMembers {
+			total += n
+		}
+		if total != 3 || len(rep.ReadMembers) < 2 {
+			t.Errorf("3 connections spread over 3 members read from %v", rep.ReadMembers)
+		}
+		if rep.LeaderCPUMillisPerOp == nil {
+			t.Logf("leader CPU not measured (a leader change?)")
+		} else if *rep.LeaderCPUMillisPerOp <= 0 {
+			t.Errorf("leader CPU %v ms per read", *rep.LeaderCPUMillisPerOp)
+		}
+		rep = run(t, Config{Scenario: ScenarioStaleGet, Ops: 30, Concurrency: 2, Conns: 2, ReadFrom: ReadLeader})
+		if rep.ReadMembers[""] != 2 {
+			t.Errorf("--read-from leader: connections read from %v, want the leader only", rep.ReadMembers)
+		}
+	})
 	t.Run("cached-get", func(t *testing.T) {
 		rep := run(t, Config{Scenario: ScenarioCachedGet, Ops: 200, Concurrency: 2, Conns: 2})
 		if rep.Ops != 200 || opsOf(rep, "cached-get").Count != 200 {

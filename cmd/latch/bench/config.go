@@ -47,6 +47,21 @@ const (
 	ScenarioStorm = "storm"
 )
 
+// Config.ReadFrom values.
+const (
+	// ReadSpread: connection i reads from endpoint i mod len(endpoints)
+	// first (the next ones if it does not answer), so the reads of many
+	// connections spread evenly over every member listed, leader,
+	// followers and learners alike.
+	ReadSpread = "spread"
+	// ReadNearest: the client's own choice (no ReadEndpoints): the member
+	// that is not the leader and answers a probe fastest.
+	ReadNearest = "nearest"
+	// ReadLeader: every Stale read goes to the leader
+	// (client.Config.LeaderReads).
+	ReadLeader = "leader"
+)
+
 // Scenarios lists every scenario, in the order the help shows them.
 var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCachedGet, ScenarioCreate, ScenarioSet, ScenarioCachedSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions, ScenarioStorm}
 
@@ -150,9 +165,17 @@ type Config struct {
 	// the cluster it runs against, so aiming it at a shared one takes a
 	// deliberate flag.
 	AllowRemote bool
-	// LeaderCPU makes contended scrape the leader's process CPU (its
-	// admin /metrics) before and after the window and report it per cycle.
+	// LeaderCPU makes contended, get, stale-get, cached-get and
+	// cached-set scrape the leader's process CPU (its admin /metrics,
+	// process_cpu_seconds_total: the kernel's count for the process, as in
+	// /proc/PID/stat) before and after the measured phase and report it
+	// per operation (contended: per cycle).
 	LeaderCPU bool
+	// ReadFrom picks the member each connection sends its Stale reads
+	// (and watches) to: ReadSpread, ReadNearest, ReadLeader, or ""
+	// (Client.ReadEndpoints as given; the CLI gives the endpoints in
+	// order: the first that answers).
+	ReadFrom string
 	// Log receives progress lines. Default: discard.
 	Log io.Writer
 }
@@ -232,6 +255,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			return bad(f.name, "%v is negative", f.v)
 		}
+	}
+	if c.ReadFrom != "" && c.ReadFrom != ReadSpread && c.ReadFrom != ReadNearest && c.ReadFrom != ReadLeader {
+		return bad("ReadFrom", "%q: want %s, %s, %s or nothing", c.ReadFrom, ReadSpread, ReadNearest, ReadLeader)
 	}
 	if c.Kill != "" && c.Kill != "kill" && c.Kill != "stop" {
 		return bad("Kill", "%q: want kill, stop or nothing", c.Kill)

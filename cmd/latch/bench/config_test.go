@@ -35,6 +35,8 @@ func TestValidate(t *testing.T) {
 		{"remote endpoint allowed", Config{Scenario: ScenarioGet, Client: remote, AllowRemote: true}, nil, ""},
 		{"name is not resolved", Config{Scenario: ScenarioGet, Client: client.Config{Endpoints: []string{"latch.example:7420"}}}, ErrNotLoopback, "latch.example"},
 		{"remote admin", Config{Scenario: ScenarioSessions, Admin: "192.168.1.1:7422"}, ErrNotLoopback, "192.168.1.1"},
+		{"reads spread", Config{Scenario: ScenarioStaleGet, ReadFrom: ReadSpread}, nil, ""},
+		{"unknown read routing", Config{Scenario: ScenarioStaleGet, ReadFrom: "followers"}, ErrBadConfig, "ReadFrom"},
 	} {
 		err := tc.cfg.Validate()
 		if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
@@ -64,5 +66,34 @@ func TestDefaultsDependOnScenario(t *testing.T) {
 	}
 	if d := (Config{Scenario: ScenarioCreate, DataSize: -1}).withDefaults(); d.DataSize != 0 {
 		t.Errorf("DataSize -1 became %d, want 0 (no data)", d.DataSize)
+	}
+}
+
+// TestReadFromRoutesEachConnection: spread starts connection i at
+// endpoint i mod n (so 64 connections over 5 members put 12 or 13 on
+// each), nearest leaves the choice to the client, leader sends every
+// stale read to the leader.
+func TestReadFromRoutesEachConnection(t *testing.T) {
+	eps := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	r := &runner{cfg: Config{Client: client.Config{Endpoints: eps, ReadEndpoints: eps}}}
+	if got := r.connConfig(4).ReadEndpoints; strings.Join(got, ",") != strings.Join(eps, ",") {
+		t.Errorf("default: connection 4 reads from %v, want the endpoints in order", got)
+	}
+	r.cfg.ReadFrom = ReadSpread
+	for i, want := range []string{"127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "127.0.0.1:2,127.0.0.1:3,127.0.0.1:1", "127.0.0.1:3,127.0.0.1:1,127.0.0.1:2", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"} {
+		if got := strings.Join(r.connConfig(i).ReadEndpoints, ","); got != want {
+			t.Errorf("spread: connection %d reads from %s, want %s", i, got, want)
+		}
+	}
+	if eps[0] != "127.0.0.1:1" {
+		t.Fatalf("spread reordered the configured endpoints: %v", eps)
+	}
+	r.cfg.ReadFrom = ReadNearest
+	if got := r.connConfig(1); got.ReadEndpoints != nil || got.LeaderReads {
+		t.Errorf("nearest: %v, leader reads %v; want no read endpoints", got.ReadEndpoints, got.LeaderReads)
+	}
+	r.cfg.ReadFrom = ReadLeader
+	if !r.connConfig(1).LeaderReads {
+		t.Error("leader: LeaderReads not set")
 	}
 }

@@ -13,9 +13,11 @@
 //     spread over Conns connections; latency p50/p90/p99/max/mean and
 //     ops/s. Reads go to one node of DataSize bytes; creates make new
 //     persistent nodes of DataSize bytes under Prefix/create.
-//     Stale reads go to each client's read member (a follower or learner
-//     when one answers). cached-get reads with client.Cached() once every
-//     connection answers from its cache.
+//     Stale reads go to each connection's read member, chosen by ReadFrom
+//     (spread: connection i starts at endpoint i mod n; nearest: the
+//     client's probe; leader). cached-get reads with client.Cached() once
+//     every connection answers from its cache. With LeaderCPU, the
+//     leader's CPU per read (or, for cached-set, per set).
 //   - cached-set: Ops sets of one node that Cachers other connections
 //     cache (each reads it again, untimed, before every set), so each set
 //     waits for Cachers invalidations; Cachers 0 is the baseline.
@@ -73,7 +75,9 @@
 //   - Loopback only unless AllowRemote: a benchmark loads the cluster it
 //     runs against, so aiming it at a shared one takes a deliberate flag.
 //   - Percentiles are nearest-rank (always a measured sample).
-//   - Stale reads go to the member the connection is on, which is the
-//     leader (the client keeps its connection there): they measure the
-//     read path without the leadership check, not a follower.
+//   - Stale reads go to each connection's read member (the client's
+//     second connection), not to the leader unless ReadFrom is leader or
+//     the leader is the endpoint that answered first: stale-get measures
+//     how reads spread over members, and the report notes how many
+//     connections read from each.
 package bench

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/latch-io/latch/client"
@@ -51,6 +50,7 @@ func (r *runner) get(rep *Report, scenario string) error {
 		}
 	}
 	before := cacheTotals(p.clients)
+	cpu := r.leaderCPU()
 	lat := make([][]time.Duration, r.cfg.Concurrency)
 	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
 		c := p.get(w)
@@ -69,14 +69,17 @@ func (r *runner) get(rep *Report, scenario string) error {
 	if err != nil {
 		return err
 	}
+	if cpu != nil {
+		rep.LeaderCPUMillisPerOp = cpu(done)
+	}
 	finish(rep, done, elapsed, OpLatency{Op: scenario, Latency: Summarize(merge(lat))})
 	switch scenario {
 	case ScenarioStaleGet:
-		members := map[string]bool{}
+		rep.ReadMembers = map[string]int{}
 		for _, c := range p.clients {
-			members[c.ReadMember()] = true
+			rep.ReadMembers[c.ReadMember()]++
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (a follower or learner when one answers; \"\" is the leader): %v", keys(members)))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("stale reads are served by each client's read member (\"\" is the leader), connections per member: %v", rep.ReadMembers))
 	case ScenarioCachedGet:
 		after := cacheTotals(p.clients)
 		rep.Notes = append(rep.Notes, fmt.Sprintf("cache hits %d, misses %d (a miss is a read from the leader: the lease was renewed late, or the connection changed)",
@@ -138,15 +141,5 @@ func merge(per [][]time.Duration) []time.Duration {
 	for _, l := range per {
 		out = append(out, l...)
 	}
-	return out
-}
-
-// keys returns m's keys, sorted.
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }

@@ -27,6 +27,16 @@ type Report struct {
 	// they happen (lock: acquire, then release).
 	Latency []OpLatency `json:"latency"`
 
+	// LeaderCPUMillisPerOp is the leader process's CPU time over the
+	// measured phase per operation, in milliseconds, for get, stale-get,
+	// cached-get and cached-set (Config.LeaderCPU; nil when not measured
+	// or the leader changed or could not be scraped). Contended reports it
+	// per cycle in Contention.
+	LeaderCPUMillisPerOp *float64 `json:"leader_cpu_ms_per_op,omitempty"`
+	// ReadMembers counts stale-get's connections by the member their
+	// stale reads went to at the end of the run ("" : the leader).
+	ReadMembers map[string]int `json:"read_members,omitempty"`
+
 	Contention *Contention  `json:"contention,omitempty"`
 	Sessions   *SessionLoad `json:"sessions,omitempty"`
 	Storm      *Storm       `json:"storm,omitempty"`
@@ -153,6 +163,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("ops", "%d %s by %s on %s", r.Ops, what, plural(r.Concurrency, "goroutine"), plural(r.Conns, "connection"))
 		row("elapsed", "%s", dur(r.Elapsed))
 		row("throughput", "%s ops/s", num(r.OpsPerSec))
+		if r.LeaderCPUMillisPerOp != nil {
+			row("leader CPU", "%.4f ms per operation", *r.LeaderCPUMillisPerOp)
+		}
 	}
 	if c := r.Contention; c != nil {
 		fair := "unbounded (a client got no grant)"

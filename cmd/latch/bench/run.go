@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,7 +220,7 @@ func (r *runner) dialPool(n, parallel int) (*pool, error) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				ctx, cancel := r.opCtx()
-				p.clients[i], errs[i] = client.Dial(ctx, r.cfg.Client)
+				p.clients[i], errs[i] = client.Dial(ctx, r.connConfig(i))
 				cancel()
 			}
 		})
@@ -230,6 +231,21 @@ func (r *runner) dialPool(n, parallel int) (*pool, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// connConfig is the client config of the pool's connection i: Client
+// with its reads routed by ReadFrom.
+func (r *runner) connConfig(i int) client.Config {
+	cfg := r.cfg.Client
+	switch eps := cfg.Endpoints; r.cfg.ReadFrom {
+	case ReadSpread:
+		cfg.ReadEndpoints = append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
+	case ReadNearest:
+		cfg.ReadEndpoints = nil
+	case ReadLeader:
+		cfg.LeaderReads = true
+	}
+	return cfg
 }
 
 func (p *pool) get(i int) *client.Client { return p.clients[i%len(p.clients)] }

@@ -5,8 +5,12 @@
 #
 #   sh cmd/latch/bench/testdata/cluster.sh start DIR   # builds, starts, prints the latch flags
 #   DIR/bin/latch $(cat DIR/flags) bench get
+#   sh cmd/latch/bench/testdata/cluster.sh learners DIR [N]  # adds N learners (default 2)
 #   sh cmd/latch/bench/testdata/cluster.sh stop DIR    # kills the members, removes DIR
 #
+# learners adds n4.. as non-voters (`latch member add --learner`, then
+# latchd --join), waits until each is ready and appends their client
+# addresses to DIR/flags' --endpoints.
 # Members n1..n3: client UDP 127.0.0.1:1742{1,2,3}, raft TCP 1752x, admin
 # HTTPS 1762x, HTTP/JSON API 1772x (BASE=N changes 17 to N). Logs are in
 # DIR/nX.log. Certificates (`latch cert`) are in DIR/tls. BIN=PATH takes
@@ -14,8 +18,8 @@
 # build with a new one in one session); FLAGS="..." adds latchd flags to
 # every member (e.g. raft timeouts).
 set -eu
-cmd=${1:?usage: cluster.sh start|stop DIR}
-dir=${2:?usage: cluster.sh start|stop DIR}
+cmd=${1:?usage: cluster.sh start|learners|stop DIR}
+dir=${2:?usage: cluster.sh start|learners|stop DIR}
 base=${BASE:-17}
 
 case $cmd in
@@ -56,15 +60,45 @@ start)
 	echo "--endpoints 127.0.0.1:${base}421,127.0.0.1:${base}422,127.0.0.1:${base}423 --ca $dir/tls/ca.pem" >"$dir/flags"
 	cat "$dir/flags"
 	;;
+learners)
+	count=${3:-2}
+	eps=$(sed 's/^--endpoints \([^ ]*\) .*/\1/' "$dir/flags")
+	admin="--endpoints $eps --ca $dir/tls/ca.pem --cert $dir/tls/client-bench-admin.pem --key $dir/tls/client-bench-admin-key.pem"
+	i=3
+	while [ $i -lt $((3 + count)) ]; do
+		i=$((i + 1))
+		"$dir/bin/latch" cert member --dir "$dir/tls" --id "n$i" --hosts 127.0.0.1,localhost >/dev/null
+		# shellcheck disable=SC2086 # $admin is a list of flags
+		"$dir/bin/latch" $admin member add --learner "n$i" "127.0.0.1:${base}52$i" >/dev/null
+		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --join "127.0.0.1:${base}621" \
+			--client-addr "127.0.0.1:${base}42$i" --raft-addr "127.0.0.1:${base}52$i" \
+			--http-addr "127.0.0.1:${base}62$i" --api-addr "127.0.0.1:${base}72$i" --admins bench-admin \
+			--cluster-ca "$dir/tls/ca.pem" --member-cert "$dir/tls/member-n$i.pem" --member-key "$dir/tls/member-n$i-key.pem" ${FLAGS:-} \
+			>"$dir/n$i.log" 2>&1 &
+		echo $! >"$dir/n$i.pid"
+		n=0
+		until curl -sf --cacert "$dir/tls/ca.pem" "https://127.0.0.1:${base}62$i/readyz" >/dev/null; do
+			n=$((n + 1))
+			if [ $n -gt 300 ]; then
+				echo "n$i not ready after 30s; see $dir/n$i.log" >&2
+				exit 1
+			fi
+			sleep 0.1
+		done
+		eps="$eps,127.0.0.1:${base}42$i"
+	done
+	echo "--endpoints $eps --ca $dir/tls/ca.pem" >"$dir/flags"
+	cat "$dir/flags"
+	;;
 stop)
-	for i in 1 2 3; do
-		if [ -f "$dir/n$i.pid" ]; then
-			kill "$(cat "$dir/n$i.pid")" 2>/dev/null || true
+	for f in "$dir"/n*.pid; do
+		if [ -f "$f" ]; then
+			kill "$(cat "$f")" 2>/dev/null || true
 		fi
 	done
-	for i in 1 2 3; do
-		if [ -f "$dir/n$i.pid" ]; then
-			pid=$(cat "$dir/n$i.pid")
+	for f in "$dir"/n*.pid; do
+		if [ -f "$f" ]; then
+			pid=$(cat "$f")
 			n=0
 			while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do
 				sleep 0.1
@@ -76,7 +110,7 @@ stop)
 	rm -rf "$dir"
 	;;
 *)
-	echo "usage: cluster.sh start|stop DIR" >&2
+	echo "usage: cluster.sh start|learners|stop DIR [N]" >&2
 	exit 2
 	;;
 esac
