@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/latch-io/latch/namespace"
@@ -70,12 +71,16 @@ func checkLockMode(m session.LockMode) error {
 	return nil
 }
 
-// acquisition is the engine's request for a MsgLock or MsgLockCall.
+// acquisition is the engine's request for a MsgLock or MsgLockCall. A
+// timeout beyond a Duration is clamped, not wrapped: a huge one waits
+// unbounded, a huge negative one stays negative (refused).
 func acquisition(c *clientConn, req *session.Request) *lockAcquire {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	wait := time.Duration(min(max(req.TimeoutMillis, -limit), limit)) * time.Millisecond
 	return &lockAcquire{
 		path: req.Path, mode: req.Mode, session: req.Session, identity: c.identity, data: req.Data,
 		holdTTL: req.HoldTTLMillis, lockDelay: req.LockDelayMillis, requestID: req.RequestID,
-		node: req.Node, try: req.Try, wait: time.Duration(req.TimeoutMillis) * time.Millisecond,
+		node: req.Node, try: req.Try, wait: wait,
 	}
 }
 
