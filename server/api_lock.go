@@ -1,11 +1,13 @@
 package server
 
-// API routes for locks and elections. Acquire is the lock service's
-// request-and-wait (lock.go) as a long poll: the answer comes when the
-// request is granted, or the wait ends (wait_timeout_ms; the request is
-// withdrawn and acquired is false), or the client goes away (withdrawn).
-// A granted lock stays held by its session after the answer; release,
-// renew and the queue name it by fencing token (or request node).
+// API routes for locks and elections. Acquire is the lock service's one
+// acquisition engine (lock_acquire.go) as a long poll: the answer comes
+// when the request is granted, or the wait ends (wait_timeout_ms; the
+// request is withdrawn and acquired is false), or the client goes away
+// (withdrawn). A granted lock stays held by its session after the
+// answer; release, renew and the queue name it by fencing token (or
+// request node), which resolves to the request node the QUIC front's
+// release and renew handlers take.
 //
 // An implicit lease (client_id + ttl_ms, no session) is a session of
 // its own: the acquire answer's lease_token is that session's token, and
@@ -152,7 +154,6 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 		apiError(w, fmt.Errorf("%w: ttl_ms and lock_delay_ms must not be negative", namespace.ErrBadCommand))
 		return
 	}
-	l := a.f.locks
 	implicit := sid == 0
 	var leaseToken string // an implicit lease's: renew and release need it
 	if implicit {
@@ -181,84 +182,46 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 			_, _ = a.f.call(ctx, cc, &session.Request{Type: session.MsgCloseSession, Session: sid})
 		}
 	}
-	if err := a.f.checkData(data); err != nil {
-		giveUp()
-		apiError(w, err)
+	o, err := a.f.locks.acquire(&lockAcquire{
+		path: path, mode: mode, session: sid, identity: c.identity, data: data,
+		holdTTL: in.TTLMillis, lockDelay: in.LockDelayMillis, try: wait == 0, wait: wait,
+	}, pollCaller{r.Context()})
+	if o.granted {
+		a.granted(w, o.node, o.token, sid, o.rev, election, leaseToken)
 		return
 	}
-	if err := a.f.keep.serving(); err != nil {
-		giveUp()
-		apiError(w, err)
-		return
+	giveUp()
+	key := "acquired"
+	if election {
+		key = "leader"
 	}
-	res, err := l.proposeLock(&namespace.Command{
-		Op: namespace.OpLockRequest, Path: path, Mode: namespace.LockMode(mode), Session: sid,
-		HoldTTLMillis: in.TTLMillis, LockDelayMillis: in.LockDelayMillis, Data: data, Identity: c.identity, Try: wait == 0,
-	})
-	if wait == 0 && errors.Is(err, session.ErrLocked) {
+	switch {
+	case o.ended:
+		// The caller gave up: its request was withdrawn.
+	case wait == 0 && errors.Is(err, session.ErrLocked):
 		// Decided inside Apply: nothing was queued.
-		giveUp()
-		key := "acquired"
-		if election {
-			key = "leader"
-		}
 		writeJSON(w, http.StatusOK, map[string]any{key: false, "message": err.Error()})
-		return
-	}
-	if err != nil {
-		giveUp()
+	case o.node != "" && errors.Is(err, session.ErrTimeout):
+		writeJSON(w, http.StatusOK, map[string]any{
+			key: false, "node": o.node, "revision": o.rev,
+			"message": fmt.Sprintf("not granted within %dms; request withdrawn", in.WaitTimeoutMillis),
+		})
+	default:
 		apiError(w, err)
-		return
-	}
-	lw := l.register(res.Path)
-	defer l.unregister(lw)
-	if info, err := a.s.store.Lock(res.Path); err == nil && info.Granted {
-		lw.setGranted(info.Token)
-	}
-	var timeout <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
-	} else {
-		closed := make(chan time.Time)
-		close(closed)
-		timeout = closed
-	}
-	for {
-		granted, token, gone := lw.state()
-		switch {
-		case gone != "":
-			giveUp()
-			apiError(w, fmt.Errorf("%w: %s %s", session.ErrNotHeld, lw.node, gone))
-			return
-		case granted:
-			a.granted(w, res.Path, token, sid, res.Index, election, leaseToken)
-			return
-		}
-		select {
-		case <-lw.notify:
-			continue
-		case <-timeout:
-			// A grant racing the timeout is released by the cancel.
-			l.withdraw(lw.node, sid)
-			giveUp()
-			key := "acquired"
-			if election {
-				key = "leader"
-			}
-			writeJSON(w, http.StatusOK, map[string]any{
-				key: false, "node": lw.node, "revision": res.Index,
-				"message": fmt.Sprintf("not granted within %dms; request withdrawn", in.WaitTimeoutMillis),
-			})
-			return
-		case <-r.Context().Done():
-			l.withdraw(lw.node, sid) // the caller gave up
-			giveUp()
-			return
-		}
 	}
 }
+
+// pollCaller is a long poll as the acquisition engine's caller: it is
+// answered once, after the engine, with the grant or the end of the
+// wait, and a request whose context ends is a client that gave up. Its
+// held lock is followed by no connection: none lives to be told.
+type pollCaller struct{ ctx context.Context }
+
+func (k pollCaller) queued(string, uint64) error { return nil }
+func (k pollCaller) follow(string)               {}
+func (k pollCaller) granted(lockOutcome) error   { return nil }
+func (k pollCaller) done() <-chan struct{}       { return k.ctx.Done() }
+func (k pollCaller) gaveUp() bool                { return true }
 
 // granted answers a grant.
 func (a *apiFront) granted(w http.ResponseWriter, node string, token, sid, rev uint64, election bool, leaseToken string) {

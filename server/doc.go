@@ -80,9 +80,13 @@
 //     collectors); raft's go-metrics reach it through one process-wide sink
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
-//   - Locks (lock.go; lock_requests.go the calls and the MsgLock stream,
-//     lock_notices.go the held locks followed and their notices stream,
-//     lock_timers.go the leader's ticks): a new request comes as
+//   - Locks (lock.go; lock_acquire.go the one acquisition engine,
+//     request or re-attach, wait, withdraw and outcome, that every front
+//     drives through a lockCaller saying how its caller learns of the
+//     grant and how it goes away; lock_stream.go the MsgLock stream's
+//     caller, lock_requests.go the unary calls, lock_notices.go the held
+//     locks followed and their notices stream, lock_timers.go the
+//     leader's ticks): a new request comes as
 //     MsgLockCall on the mux stream, answered granted or queued at once; a
 //     queued one is waited for on a MsgLock stream, woken only by its
 //     own grant (waiters keyed by request node, fed by the apply
@@ -99,7 +103,9 @@
 //     sessions, nodes, locks, elections, SSE watches, an OpenAPI document
 //     (package apispec) and the web console (package console). It holds no
 //     logic: unary requests run through front.call, the QUIC front's
-//     handlers; locks through the lock service's waiters; watches through
+//     handlers; acquire through the lock service's acquisition engine
+//     (release and renew name the request node to its unary handlers,
+//     after finding it by fencing token); watches through
 //     the watch hub. Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
 //     presenting this member's own certificate (api_identity.go; the

@@ -1,16 +1,15 @@
 package server
 
-// The lock requests of clients: the unary calls and the MsgLock stream
-// that propose lock commands and tell their outcome, release, renew,
-// sequencer checks and queue listings (lock.go has the whole design).
+// The unary lock requests of clients: MsgLockCall (through the
+// acquisition engine, lock_acquire.go), release, renew, sequencer checks
+// and queue listings (lock.go has the whole design).
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
-
-	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
@@ -65,17 +64,6 @@ func (l *lockService) withdraw(node string, sessionID uint64) {
 	}
 }
 
-// clientReset reports whether the client reset str while its connection
-// lives: it gave up on the request. A stream that ended with its
-// connection is not a decision of the client.
-func clientReset(c *clientConn, str *quic.Stream) bool {
-	if c.conn.Context().Err() != nil {
-		return false
-	}
-	var se *quic.StreamError
-	return errors.As(context.Cause(str.Context()), &se) && se.Remote
-}
-
 func checkLockMode(m session.LockMode) error {
 	if m != session.LockExclusive && m != session.LockShared {
 		return fmt.Errorf("%w: lock mode %d", namespace.ErrBadCommand, m)
@@ -83,63 +71,32 @@ func checkLockMode(m session.LockMode) error {
 	return nil
 }
 
-// checkRequest checks a MsgLock or MsgLockCall before anything is
-// proposed.
-func (l *lockService) checkRequest(req *session.Request) error {
-	switch {
-	case req.Session == 0:
-		return fmt.Errorf("%w: a lock request needs a session", session.ErrUnknownSession)
-	case req.TimeoutMillis < 0:
-		return fmt.Errorf("%w: lock timeout %dms is negative", namespace.ErrBadCommand, req.TimeoutMillis)
+// acquisition is the engine's request for a MsgLock or MsgLockCall. A
+// timeout beyond a Duration is clamped, not wrapped: a huge one waits
+// unbounded, a huge negative one stays negative (refused).
+func acquisition(c *clientConn, req *session.Request) *lockAcquire {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	wait := time.Duration(min(max(req.TimeoutMillis, -limit), limit)) * time.Millisecond
+	return &lockAcquire{
+		path: req.Path, mode: req.Mode, session: req.Session, identity: c.identity, data: req.Data,
+		holdTTL: req.HoldTTLMillis, lockDelay: req.LockDelayMillis, requestID: req.RequestID,
+		node: req.Node, try: req.Try, wait: wait,
 	}
-	if err := checkLockMode(req.Mode); err != nil {
-		return err
-	}
-	if err := l.f.checkData(req.Data); err != nil {
-		return err
-	}
-	// Only the ready leader serves locks: a follower could not withdraw
-	// a request, and a re-attach must see every committed grant.
-	return l.f.keep.serving()
 }
 
-// request proposes req's lock request and returns its registered waiter
-// (the caller unregisters it) and the request's revision.
-func (l *lockService) request(c *clientConn, req *session.Request) (*lockWaiter, uint64, error) {
-	res, err := l.proposeLock(&namespace.Command{
-		Op: namespace.OpLockRequest, Path: req.Path, Mode: namespace.LockMode(req.Mode), Session: req.Session,
-		HoldTTLMillis: req.HoldTTLMillis, LockDelayMillis: req.LockDelayMillis, Data: req.Data, Try: req.Try,
-		Identity: c.identity, RequestID: req.RequestID,
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	w := l.register(res.Path)
-	// A grant applied between the proposal and the registration reached
-	// no waiter: the index has it. A request gone already (its session
-	// ended, its node was deleted) fails instead of leaving its caller
-	// waiting for a grant that cannot come.
-	info, err := l.f.s.store.Lock(res.Path)
-	switch {
-	case err != nil:
-		l.unregister(w)
-		return nil, 0, fmt.Errorf("%w: %s went away before it was granted: %v", session.ErrNotHeld, res.Path, err)
-	case info.Granted:
-		w.setGranted(info.Token)
-	}
-	return w, res.Stat.CreateRev, nil // the request's revision: a retry's is the first request's
+// callCaller is a MsgLockCall as the engine's caller: the call's answer
+// tells the outcome, and a call cancelled is a client that gave up.
+type callCaller struct {
+	ctx context.Context
+	c   *clientConn
+	l   *lockService
 }
 
-// followGranted follows w's granted request for c, from before the
-// answer and while the waiter still sees a loss: nothing can go away
-// unseen in between.
-func (l *lockService) followGranted(c *clientConn, w *lockWaiter) error {
-	l.follow(c, w.node)
-	if _, _, gone := w.state(); gone != "" {
-		return fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
-	}
-	return nil
-}
+func (k callCaller) queued(string, uint64) error { return nil } // noWait: never called
+func (k callCaller) follow(node string)          { k.l.follow(k.c, node) }
+func (k callCaller) granted(lockOutcome) error   { return nil } // the answer carries it
+func (k callCaller) done() <-chan struct{}       { return k.ctx.Done() }
+func (k callCaller) gaveUp() bool                { return true }
 
 // call handles MsgLockCall: the request is proposed as by MsgLock and
 // answered at once, granted or queued; a queued request is waited for
@@ -148,149 +105,20 @@ func (l *lockService) call(ctx context.Context, c *clientConn, req *session.Requ
 	if req.Node != "" {
 		return nil, fmt.Errorf("%w: a lock call cannot re-attach to %s (MsgLock does)", namespace.ErrBadCommand, req.Node)
 	}
-	if err := l.checkRequest(req); err != nil {
-		return nil, err
-	}
-	w, rev, err := l.request(c, req)
-	if err != nil {
-		return nil, err
-	}
-	defer l.unregister(w)
-	if ctx.Err() != nil {
-		// The client cancelled the call (or left): nobody learns the
-		// node. (It withdraws the request by its id too.)
-		l.withdraw(w.node, req.Session)
-		return nil, ctx.Err()
-	}
-	granted, token, err := l.outcome(w, req)
+	a := acquisition(c, req)
+	a.noWait = true
+	o, err := l.acquire(a, callCaller{ctx: ctx, c: c, l: l})
 	switch {
 	case err != nil:
 		return nil, err
-	case !granted:
-		return &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}, nil
+	case o.ended:
+		// The client cancelled the call (or left): nobody learns the
+		// node. (It withdraws the request by its id too.)
+		return nil, ctx.Err()
+	case !o.granted:
+		return &session.Response{Lock: session.LockQueued, Node: o.node, Rev: o.rev}, nil
 	}
-	if err := l.followGranted(c, w); err != nil {
-		return nil, err
-	}
-	return &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}, nil
-}
-
-// outcome reads w's state once its request is proposed or re-attached:
-// a request gone is ErrNotHeld, and a try-lock not granted is withdrawn
-// and ErrLocked (apply grants a try-lock in its own command or refuses
-// it, so this is one granted and already lost again).
-func (l *lockService) outcome(w *lockWaiter, req *session.Request) (granted bool, token uint64, err error) {
-	granted, token, gone := w.state()
-	switch {
-	case gone != "":
-		return false, 0, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
-	case !granted && req.Try:
-		l.withdraw(w.node, req.Session)
-		return false, 0, fmt.Errorf("%w: %s (request %s withdrawn)", session.ErrLocked, req.Path, w.node)
-	}
-	return granted, token, nil
-}
-
-// serveLock runs one MsgLock stream: request (or re-attach), wait, grant,
-// then watch the held lock until it goes away.
-func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
-	if err := l.checkRequest(req); err != nil {
-		return err
-	}
-	var (
-		w   *lockWaiter
-		rev uint64
-	)
-	if req.Node != "" {
-		w = l.register(req.Node)
-		defer l.unregister(w)
-		info, err := l.f.s.store.Lock(req.Node)
-		switch {
-		case err != nil:
-			return lockWireError(err)
-		case info.Session != req.Session:
-			return fmt.Errorf("%w: %s belongs to session %d", session.ErrNotHeld, req.Node, info.Session)
-		case req.Path != "" && info.Path != req.Path:
-			return fmt.Errorf("%w: %s is a request on %s, not %s", namespace.ErrBadCommand, req.Node, info.Path, req.Path)
-		case info.Granted:
-			w.setGranted(info.Token)
-		}
-		rev = info.Rev
-	} else {
-		var err error
-		if w, rev, err = l.request(c, req); err != nil {
-			return err
-		}
-		defer l.unregister(w)
-		if str.Context().Err() != nil {
-			l.withdraw(w.node, req.Session) // nobody learned the node
-			return nil
-		}
-	}
-	granted, token, err := l.outcome(w, req)
-	if err != nil {
-		return err
-	}
-	if !granted {
-		if err := session.WriteResponse(str, &session.Response{Lock: session.LockQueued, Node: w.node, Rev: rev}); err != nil {
-			l.ended(c, str, w.node, req.Session)
-			return nil
-		}
-		if token, err = l.wait(ctx, c, str, w, req); err != nil || token == 0 {
-			return err
-		}
-	}
-	if err := l.followGranted(c, w); err != nil {
-		return err
-	}
-	if err := session.WriteResponse(str, &session.Response{Lock: session.LockGranted, Node: w.node, Token: token, Rev: rev}); err != nil {
-		l.ended(c, str, w.node, req.Session)
-		return nil
-	}
-	// The stream ends with the grant, its FIN in the grant's packet (the
-	// client reads it): a held lock is no request in flight.
-	_ = str.Close()
-	return nil
-}
-
-// wait blocks until w's request is granted and returns its token. A
-// token of 0 with no error means the stream ended and there is nothing
-// to answer.
-func (l *lockService) wait(ctx context.Context, c *clientConn, str *quic.Stream, w *lockWaiter, req *session.Request) (uint64, error) {
-	var timeout <-chan time.Time
-	if req.TimeoutMillis > 0 {
-		t := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for {
-		granted, token, gone := w.state()
-		switch {
-		case gone != "":
-			return 0, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
-		case granted:
-			return token, nil
-		}
-		select {
-		case <-w.notify:
-		case <-timeout:
-			// A grant racing the timeout is released by the cancel.
-			l.withdraw(w.node, req.Session)
-			return 0, fmt.Errorf("%w: lock %s not granted within %dms (request withdrawn)", session.ErrTimeout, req.Path, req.TimeoutMillis)
-		case <-ctx.Done():
-			l.ended(c, str, w.node, req.Session)
-			return 0, nil
-		}
-	}
-}
-
-// ended handles a lock stream that ended from the client's side or with
-// the member: a client that reset it gave up, so its request goes; a lost
-// connection or a stopping member leaves it for the client to re-attach.
-func (l *lockService) ended(c *clientConn, str *quic.Stream, node string, sessionID uint64) {
-	if clientReset(c, str) {
-		l.withdraw(node, sessionID)
-	}
+	return &session.Response{Lock: session.LockGranted, Node: o.node, Token: o.token, Rev: o.rev}, nil
 }
 
 // release handles MsgLockRelease: the lock request Node goes, held or

@@ -1,0 +1,60 @@
+package server
+
+// The MsgLock stream: the QUIC front's adapter to the acquisition engine
+// (lock_acquire.go). Progress goes out as frames on the stream, and a
+// stream the client reset while its connection lives is a client that
+// gave up (lock.go has the whole design).
+
+import (
+	"context"
+	"errors"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/latch-io/latch/session"
+)
+
+// clientReset reports whether the client reset str while its connection
+// lives: it gave up on the request. A stream that ended with its
+// connection is not a decision of the client.
+func clientReset(c *clientConn, str *quic.Stream) bool {
+	if c.conn.Context().Err() != nil {
+		return false
+	}
+	var se *quic.StreamError
+	return errors.As(context.Cause(str.Context()), &se) && se.Remote
+}
+
+// streamCaller is a MsgLock stream as the engine's caller.
+type streamCaller struct {
+	ctx context.Context // the handler's: the stream's, ended with the member too
+	c   *clientConn
+	str *quic.Stream
+	l   *lockService
+}
+
+func (k *streamCaller) queued(node string, rev uint64) error {
+	return session.WriteResponse(k.str, &session.Response{Lock: session.LockQueued, Node: node, Rev: rev})
+}
+
+func (k *streamCaller) follow(node string) { k.l.follow(k.c, node) }
+
+func (k *streamCaller) granted(o lockOutcome) error {
+	if err := session.WriteResponse(k.str, &session.Response{Lock: session.LockGranted, Node: o.node, Token: o.token, Rev: o.rev}); err != nil {
+		return err
+	}
+	// The stream ends with the grant, its FIN in the grant's packet (the
+	// client reads it): a held lock is no request in flight.
+	_ = k.str.Close()
+	return nil
+}
+
+func (k *streamCaller) done() <-chan struct{} { return k.ctx.Done() }
+func (k *streamCaller) gaveUp() bool          { return clientReset(k.c, k.str) }
+
+// serveLock runs one MsgLock stream: request (or re-attach), wait, grant;
+// the member then follows the held lock for c (lock_notices.go).
+func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+	_, err := l.acquire(acquisition(c, req), &streamCaller{ctx: ctx, c: c, str: str, l: l})
+	return err
+}
