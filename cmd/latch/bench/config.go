@@ -150,8 +150,9 @@ type Config struct {
 	// the cluster it runs against, so aiming it at a shared one takes a
 	// deliberate flag.
 	AllowRemote bool
-	// LeaderCPU makes contended scrape the leader's process CPU (its
-	// admin /metrics) before and after the window and report it per cycle.
+	// LeaderCPU makes set and contended scrape the leader's process CPU
+	// (its admin /metrics) before and after the measured phase and report
+	// it per operation.
 	LeaderCPU bool
 	// Log receives progress lines. Default: discard.
 	Log io.Writer

@@ -26,6 +26,11 @@ type Report struct {
 	// Latency has one entry per kind of operation timed, in the order
 	// they happen (lock: acquire, then release).
 	Latency []OpLatency `json:"latency"`
+	// LeaderCPUMillisPerOp is, for set, the leader process's CPU time over
+	// the measured phase per set, in milliseconds (Config.LeaderCPU; nil
+	// when not measured or the leader changed or could not be scraped).
+	// Contended reports its own in Contention.
+	LeaderCPUMillisPerOp *float64 `json:"leader_cpu_ms_per_op,omitempty"`
 
 	Contention *Contention  `json:"contention,omitempty"`
 	Sessions   *SessionLoad `json:"sessions,omitempty"`
@@ -153,6 +158,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("ops", "%d %s by %s on %s", r.Ops, what, plural(r.Concurrency, "goroutine"), plural(r.Conns, "connection"))
 		row("elapsed", "%s", dur(r.Elapsed))
 		row("throughput", "%s ops/s", num(r.OpsPerSec))
+		if r.LeaderCPUMillisPerOp != nil {
+			row("leader CPU", "%.3f ms per op", *r.LeaderCPUMillisPerOp)
+		}
 	}
 	if c := r.Contention; c != nil {
 		fair := "unbounded (a client got no grant)"
