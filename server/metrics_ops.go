@@ -69,6 +69,18 @@ type opsMetrics struct {
 	// decodeSeen is how many decode errors the FSM had reported when the
 	// counter was last brought up to date.
 	decodeSeen atomic.Uint64
+	// requests holds each message type's series of a unary request
+	// answered without error, looked up on the first: a label lookup
+	// hashes the labels and takes the vector's lock, on every request of
+	// a busy member.
+	requests [256]atomic.Pointer[requestSeries]
+}
+
+// requestSeries are one message type's children of requestsTotal
+// (result ok) and requestSeconds for this member.
+type requestSeries struct {
+	ok      prometheus.Counter
+	seconds prometheus.Observer
 }
 
 func newOpsMetrics(s *Server) *opsMetrics {
@@ -129,15 +141,28 @@ func (m *opsMetrics) count(r *namespace.Result) {
 
 // request counts one client request and, for a unary one, its duration.
 func (m *opsMetrics) request(t session.MsgType, start time.Time, err error, timed bool) {
-	result := "ok"
-	if err != nil {
-		result = "error"
+	if err != nil || !timed {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		name := t.String()
+		requestsTotal.WithLabelValues(m.id, name, result).Inc()
+		if timed {
+			requestSeconds.WithLabelValues(m.id, name).Observe(time.Since(start).Seconds())
+		}
+		return
 	}
-	name := t.String()
-	requestsTotal.WithLabelValues(m.id, name, result).Inc()
-	if timed {
-		requestSeconds.WithLabelValues(m.id, name).Observe(time.Since(start).Seconds())
+	rs := m.requests[t].Load()
+	if rs == nil {
+		// Two first requests may both get here; the children they look
+		// up are the same.
+		name := t.String()
+		rs = &requestSeries{ok: requestsTotal.WithLabelValues(m.id, name, "ok"), seconds: requestSeconds.WithLabelValues(m.id, name)}
+		m.requests[t].Store(rs)
 	}
+	rs.ok.Inc()
+	rs.seconds.Observe(time.Since(start).Seconds())
 }
 
 // opsCollector reads the gauges of every live member at scrape time.

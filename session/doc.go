@@ -43,7 +43,13 @@
 // one call only) or an unreadable frame is an error: close the
 // connection; a request above the server's MaxFrameSize is answered
 // ErrFrameTooLarge), Reply answers each once under a write lock with a
-// deadline. Config.DisableMux turns it off on either side.
+// deadline. Config.DisableMux turns it off on either side. Writes on the
+// mux stream gather, on both sides: the goroutine that takes the write
+// lock yields once before it writes, and the calls (answers) made in the
+// meantime join its write instead of waiting for the lock, so the
+// requests of goroutines that call together, and the answers of calls a
+// raft batch finished together, share a packet (about half the datagrams
+// per write of 64 proposers on 8 connections).
 //
 // Server side: Listen, Accept, conn.AcceptStream, then per stream:
 //

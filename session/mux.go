@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,15 @@ type mux struct {
 	lock chan struct{} // held to open the stream or to write a frame
 	cur  *muxStream    // guarded by lock; nil or broken: the next call opens one
 	next atomic.Uint64 // the last call id given; ids are never reused on a connection
+
+	// Calls made while the holder of lock gathers join its write (as the
+	// server's answers do, MuxServer.Reply): one packet carries the
+	// requests of goroutines that call at the same moment. Their ids are
+	// given under pmu, after the gatherer's, so the stream's ids still
+	// only increase.
+	pmu       sync.Mutex
+	gathering *muxStream // the stream being gathered for; nil: none
+	pending   []byte     // the frames gathered, the gatherer's first
 }
 
 func newMux(conn *Conn) *mux { return &mux{conn: conn, lock: make(chan struct{}, 1)} }
@@ -72,6 +82,10 @@ var errNotForMux = errors.New("latch: request too large for the mux stream")
 // roundTrip sends req on the mux stream and waits for its answer, with
 // RoundTrip's results, or errNotForMux.
 func (m *mux) roundTrip(ctx context.Context, req *Request) (*Response, error) {
+	answer := make(chan muxAnswer, 1)
+	if ms, id, ok := m.join(req, answer); ok {
+		return m.wait(ctx, ms, id, answer)
+	}
 	select {
 	case m.lock <- struct{}{}:
 	case <-ctx.Done():
@@ -82,6 +96,30 @@ func (m *mux) roundTrip(ctx context.Context, req *Request) (*Response, error) {
 	id := m.next.Add(1)
 	bp := writeBufs.Get().(*[]byte)
 	defer writeBufs.Put(bp)
+	frame, err := m.frame(bp, req, id)
+	if err != nil {
+		<-m.lock
+		return nil, err
+	}
+	ms, err := m.stream(ctx)
+	if err == nil {
+		err = ms.add(id, answer)
+	}
+	if err == nil {
+		if err = m.gatherAndWrite(ctx, ms, frame); err != nil {
+			ms.fail(err)
+		}
+	}
+	<-m.lock
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	return m.wait(ctx, ms, id, answer)
+}
+
+// frame encodes req as call id into *bp, or says why it cannot go on the
+// mux stream (errNotForMux: too large).
+func (m *mux) frame(bp *[]byte, req *Request, id uint64) ([]byte, error) {
 	req.Call = id
 	frame, err := appendFrame((*bp)[:0], req)
 	req.Call = 0 // the caller may send req again, on this link or another
@@ -91,24 +129,54 @@ func (m *mux) roundTrip(ctx context.Context, req *Request) (*Response, error) {
 	if err == nil && len(frame)-frameHeaderLen > min(MuxMaxFrame, m.conn.maxFrame) {
 		err = errNotForMux
 	}
-	if err != nil {
-		<-m.lock
-		return nil, err
+	return frame, err
+}
+
+// join adds req to the write being gathered, if one is and req fits: ok
+// then means it will be written with the gatherer's frame (or the stream
+// fails, and answer hears of it).
+func (m *mux) join(req *Request, answer chan<- muxAnswer) (ms *muxStream, id uint64, ok bool) {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	if m.gathering == nil {
+		return nil, 0, false
 	}
-	answer := make(chan muxAnswer, 1)
-	ms, err := m.stream(ctx)
-	if err == nil {
-		err = ms.add(id, answer)
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	id = m.next.Add(1) // a call that does not join leaves a gap: ids need only increase
+	frame, err := m.frame(bp, req, id)
+	if err != nil || len(m.pending)+len(frame) > muxGatherMax || m.gathering.add(id, answer) != nil {
+		return nil, 0, false
 	}
-	if err == nil {
-		if err = ms.write(ctx, frame); err != nil {
-			ms.fail(err)
-		}
+	m.pending = append(m.pending, frame...)
+	return m.gathering, id, true
+}
+
+// gatherAndWrite writes frame on ms with the calls that join it while
+// this goroutine yields once. The caller holds m.lock.
+func (m *mux) gatherAndWrite(ctx context.Context, ms *muxStream, frame []byte) error {
+	m.pmu.Lock()
+	m.pending = append(m.pending[:0], frame...)
+	m.gathering = ms
+	m.pmu.Unlock()
+	runtime.Gosched()
+	m.pmu.Lock()
+	m.gathering = nil
+	buf := m.pending
+	m.pmu.Unlock()
+	err := ms.write(ctx, buf)
+	m.pmu.Lock()
+	m.pending = buf[:0]
+	if cap(buf) > muxGatherMax {
+		m.pending = nil
 	}
-	<-m.lock
-	if err != nil {
-		return nil, ctxErr(ctx, err)
-	}
+	m.pmu.Unlock()
+	return err
+}
+
+// wait waits for the answer to call id on ms; a call given up is
+// cancelled on the server.
+func (m *mux) wait(ctx context.Context, ms *muxStream, id uint64, answer <-chan muxAnswer) (*Response, error) {
 	select {
 	case a := <-answer:
 		return a.resp, a.err
@@ -270,7 +338,14 @@ type MuxServer struct {
 	max     int
 	timeout time.Duration
 
-	wmu sync.Mutex // one frame at a time
+	wmu sync.Mutex // one stream write at a time
+
+	// Answers ready while another gathers join its write (Reply): one
+	// stream write, and so one packet, carries the answers of calls that
+	// finished together (a raft batch) instead of a packet each.
+	pmu     sync.Mutex
+	gather  bool   // the holder of wmu takes answers into pending
+	pending []byte // their frames; empty unless gather
 
 	mu    sync.Mutex
 	calls map[uint64]context.CancelFunc // calls read and not yet answered
@@ -366,7 +441,9 @@ func (m *MuxServer) read() (*Request, int, error) {
 // client cancelled it or the MuxServer's ctx ended (nobody reads the
 // answer), and ends the call's Ctx. An error means the answer could not
 // be written: the stream is unusable (a *quic.StreamError: the client
-// reset it; a timeout: the client did not take the answer in time).
+// reset it; a timeout: the client did not take the answer in time). An
+// answer may go out in the write of another Reply running at the same
+// time, whose error then stands for both.
 func (m *MuxServer) Reply(call *MuxCall, resp *Response) error {
 	m.mu.Lock()
 	_, live := m.calls[call.ID]
@@ -392,15 +469,57 @@ func (m *MuxServer) Reply(call *MuxCall, resp *Response) error {
 	if cap(frame) <= maxPooledBuf {
 		*bp = frame[:0]
 	}
+	m.pmu.Lock()
+	if m.gather && len(m.pending)+len(frame) <= muxGatherMax {
+		// The gatherer writes it; if that fails, the stream is over for
+		// every call and the gatherer's Reply says so.
+		m.pending = append(m.pending, frame...)
+		m.pmu.Unlock()
+		return nil
+	}
+	m.pmu.Unlock()
+	return m.gatherAndWrite(frame)
+}
+
+// muxGatherMax bounds the answers one write gathers (and so what waits in
+// memory while a write blocks: the next answer waits for wmu).
+const muxGatherMax = 32 << 10
+
+// gatherAndWrite writes frame with the answers that join it while this
+// goroutine yields once: the calls answered in the same raft batch are
+// woken together and are ready by then.
+func (m *MuxServer) gatherAndWrite(frame []byte) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	err = m.w.TryWriteAll(frame)
+	m.pmu.Lock()
+	m.pending = append(m.pending[:0], frame...)
+	m.gather = true
+	m.pmu.Unlock()
+	runtime.Gosched()
+	m.pmu.Lock()
+	m.gather = false
+	buf := m.pending
+	m.pmu.Unlock()
+	err := m.write(buf)
+	m.pmu.Lock()
+	m.pending = buf[:0]
+	if cap(buf) > muxGatherMax {
+		m.pending = nil
+	}
+	m.pmu.Unlock()
+	return err
+}
+
+// write writes frames on the stream, waiting up to the write timeout for
+// the client to take them; the caller holds wmu.
+func (m *MuxServer) write(frames []byte) error {
+	err := m.w.TryWriteAll(frames)
 	if !errors.Is(err, quic.ErrWouldBlock) {
 		return err
 	}
 	m.w.SetWriteDeadline(time.Now().Add(m.timeout))
 	defer m.w.SetWriteDeadline(time.Time{})
-	if _, err := m.w.Write(frame); err != nil {
+	if _, err := m.w.Write(frames); err != nil {
 		return fmt.Errorf("latch: writing an answer on the mux stream: %w", err)
 	}
 	return nil

@@ -324,3 +324,119 @@ func TestMuxServerReplyAfterEnd(t *testing.T) {
 		t.Fatalf("Reply after the end: %v, wrote %d bytes", err, w.buf.Len())
 	}
 }
+
+// Answers given while another Reply gathers join its write: the joiner
+// returns at once (it does not wait for the stream), and its frame goes
+// out whole with the gatherer's. Many concurrent Replies each arrive
+// exactly once, whichever write carried them.
+func TestMuxServerGathersAnswers(t *testing.T) {
+	var in []*Request
+	for id := uint64(1); id <= 200; id++ {
+		in = append(in, &Request{Type: MsgGet, Call: id})
+	}
+	w := &frames{}
+	m := newMuxServer(context.Background(), bytes.NewReader(muxInput(in...)), w, DefaultMaxFrameSize, time.Second)
+	calls := make([]*MuxCall, len(in))
+	for i := range calls {
+		c, err := m.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls[i] = c
+	}
+
+	// A gatherer mid-yield: it holds the stream and takes answers.
+	m.wmu.Lock()
+	m.pmu.Lock()
+	m.pending, m.gather = m.pending[:0], true
+	m.pmu.Unlock()
+	joined := make(chan error, 1)
+	go func() { joined <- m.Reply(calls[0], &Response{Rev: 1}) }()
+	select {
+	case err := <-joined:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an answer given while another gathers waited for the stream instead of joining")
+	}
+	if w.buf.Len() != 0 {
+		t.Fatal("the joined answer was written before the gatherer's write")
+	}
+	m.pmu.Lock()
+	m.gather = false
+	buf := m.pending
+	m.pmu.Unlock()
+	if err := m.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	m.wmu.Unlock()
+
+	var wg sync.WaitGroup
+	for i, c := range calls[1:] {
+		wg.Go(func() {
+			if err := m.Reply(c, &Response{Rev: uint64(i + 2), Path: fmt.Sprintf("/%d", c.ID)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for _, resp := range w.answers(t) {
+		if seen[resp.Call] {
+			t.Fatalf("call %d answered twice", resp.Call)
+		}
+		seen[resp.Call] = true
+		if resp.Rev != resp.Call || resp.Call > 1 && resp.Path != fmt.Sprintf("/%d", resp.Call) {
+			t.Fatalf("call %d got the answer %+v", resp.Call, resp)
+		}
+	}
+	if len(seen) != len(calls) {
+		t.Fatalf("%d of %d calls answered", len(seen), len(calls))
+	}
+}
+
+// A call made while another gathers joins its write with the next id, so
+// the ids on the stream still only increase (the server refuses any
+// other order); a call too large for the mux stream, or made when nobody
+// gathers, does not join.
+func TestMuxCallsJoinTheGatheredWrite(t *testing.T) {
+	m := newMux(&Conn{maxFrame: DefaultMaxFrameSize})
+	ms := &muxStream{calls: map[uint64]chan<- muxAnswer{}}
+	if _, _, ok := m.join(&Request{Type: MsgGet}, make(chan muxAnswer, 1)); ok {
+		t.Fatal("a call joined while nobody gathered")
+	}
+	first := m.next.Add(1)
+	m.gathering, m.pending = ms, mustFrame(&Request{Type: MsgGet, Call: first})
+	for i := range 5 {
+		_, id, ok := m.join(&Request{Type: MsgSet, Path: fmt.Sprintf("/%d", i)}, make(chan muxAnswer, 1))
+		if !ok || id <= first {
+			t.Fatalf("call %d: joined %v with id %d after the gatherer's %d", i, ok, id, first)
+		}
+	}
+	if _, _, ok := m.join(&Request{Type: MsgSet, Data: make([]byte, MuxMaxFrame+1)}, make(chan muxAnswer, 1)); ok {
+		t.Fatal("a call too large for the mux stream joined")
+	}
+	r := bytes.NewReader(m.pending)
+	last := uint64(0)
+	for n := 0; ; n++ {
+		req := new(Request)
+		_, err := readMessage(r, MuxMaxFrame, req)
+		if errors.Is(err, io.EOF) {
+			if n != 6 {
+				t.Fatalf("%d frames gathered, want 6", n)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Call <= last {
+			t.Fatalf("frame %d has id %d after %d", n, req.Call, last)
+		}
+		if _, waiting := ms.calls[req.Call]; n > 0 && !waiting {
+			t.Fatalf("call %d was gathered but waits for no answer", req.Call)
+		}
+		last = req.Call
+	}
+}

@@ -126,6 +126,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.BoolVar(&c.FullHandshakes, "full-handshakes", false, "sessions: every connection a full TLS handshake (no session tickets shared between clients)")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
 			fs.BoolVar(&c.RandomLock, "random", false, "contended: every cycle takes a random lock instead of lock i mod --locks")
+			fs.BoolVar(&c.LeaderCPU, "leader-cpu", false, "set, contended: report the leader's process CPU per operation (its admin /metrics before and after; needs an admin certificate)")
 			fs.BoolVar(&c.FreshPath, "fresh-path", false, "lock: a new lock path every cycle instead of one per goroutine")
 			fs.StringVar(&c.Prefix, "prefix", "", "node the run works under; must not exist (default /latch-bench-<random>)")
 			fs.BoolVar(&c.Keep, "keep", false, "leave --prefix and its nodes in place")

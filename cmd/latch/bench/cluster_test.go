@@ -179,9 +179,15 @@ func TestScenariosOnRealCluster(t *testing.T) {
 		}
 	})
 	t.Run("set", func(t *testing.T) {
-		rep := run(t, Config{Scenario: ScenarioSet, Ops: 60, Concurrency: 3})
+		rep := run(t, Config{Scenario: ScenarioSet, Ops: 60, Concurrency: 3, LeaderCPU: true})
 		if opsOf(rep, "set").Count != 60 {
 			t.Errorf("latencies %+v; want 60 sets", rep.Latency)
+		}
+		// Missing only when the leader changed meanwhile (the figure
+		// would mix two processes); it may round to 0 on a short run.
+		cpu := rep.LeaderCPUMillisPerOp
+		if cpu == nil && cl.Nodes[cl.WaitLeader(t)].ID == leaderID || cpu != nil && *cpu < 0 {
+			t.Errorf("leader CPU per set %v, want a figure", cpu)
 		}
 	})
 	t.Run("watch", func(t *testing.T) {

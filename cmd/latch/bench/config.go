@@ -165,7 +165,7 @@ type Config struct {
 	// the cluster it runs against, so aiming it at a shared one takes a
 	// deliberate flag.
 	AllowRemote bool
-	// LeaderCPU makes contended, get, stale-get, cached-get and
+	// LeaderCPU makes set, contended, get, stale-get, cached-get and
 	// cached-set scrape the leader's process CPU (its admin /metrics,
 	// process_cpu_seconds_total: the kernel's count for the process, as in
 	// /proc/PID/stat) before and after the measured phase and report it

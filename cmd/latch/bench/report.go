@@ -26,9 +26,8 @@ type Report struct {
 	// Latency has one entry per kind of operation timed, in the order
 	// they happen (lock: acquire, then release).
 	Latency []OpLatency `json:"latency"`
-
 	// LeaderCPUMillisPerOp is the leader process's CPU time over the
-	// measured phase per operation, in milliseconds, for get, stale-get,
+	// measured phase per operation, in milliseconds, for set, get, stale-get,
 	// cached-get and cached-set (Config.LeaderCPU; nil when not measured
 	// or the leader changed or could not be scraped). Contended reports it
 	// per cycle in Contention.

@@ -29,6 +29,7 @@ func (r *runner) set(rep *Report) error {
 	}
 	data := r.data()
 	lat := make([][]time.Duration, r.cfg.Concurrency)
+	cpu := r.leaderCPU() // when asked for
 	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
 		start := time.Now()
 		if _, err := p.get(w).Set(ctx, paths[w], data); err != nil {
@@ -41,6 +42,9 @@ func (r *runner) set(rep *Report) error {
 		return err
 	}
 	finish(rep, done, elapsed, OpLatency{Op: "set", Latency: Summarize(merge(lat))})
+	if cpu != nil {
+		rep.LeaderCPUMillisPerOp = cpu(done)
+	}
 	rep.Notes = append(rep.Notes, "each goroutine sets its own node: one commit per set, ops/s is commits/s")
 	return nil
 }
