@@ -107,6 +107,9 @@ func (c *Client) connect() *link {
 				// sessions yet, between the probe and the resume.
 				sv.electing = true
 			}
+			if sv.answered && (sv.electing || refusedBusy(r.err)) {
+				c.holdSessions()
+			}
 			if r.leader != "" && hops[r.leader] < c.cfg.MaxRedirects {
 				hops[r.leader]++
 				c.setHint(r.leader)
@@ -114,6 +117,7 @@ func (c *Client) connect() *link {
 			}
 		} else if sv.electing {
 			c.setLastErr(fmt.Errorf("%w: an election is running (asked %s)", ErrNoLeader, strings.Join(sv.tried, ", ")))
+			c.holdSessions()
 		}
 		var pause time.Duration
 		if sv.electing {
@@ -133,6 +137,21 @@ func (c *Client) connect() *link {
 	}
 }
 
+// holdSessions tells every session's tracker that the cluster answered
+// but has not taken the client back yet (it refused it for load, or an
+// election or a new leader's load runs). The cluster holds the sessions
+// of clients it is slow to take back (server/expiry.go, the reconnect
+// grace), so the client goes on resuming them rather than giving them up
+// after the plain grace: up to Config.ReconnectGrace past it.
+func (c *Client) holdSessions() {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sessions {
+		s.tr.Hold(now, c.cfg.ReconnectGrace)
+	}
+}
+
 // electionPause is the pause after the n-th probe round (from 0) in a row
 // that found an election running.
 func electionPause(n int) time.Duration {
@@ -147,6 +166,7 @@ type survey struct {
 	tried      []string // every address asked, the hint first
 	cands      []string // addresses to dial, best first
 	electing   bool     // a member answered that it knows no leader yet
+	answered   bool     // a member answered the probe: the cluster is there
 	allRefused bool     // nothing listens on any address
 }
 
@@ -209,6 +229,7 @@ func (c *Client) survey() survey {
 		}
 	}
 	sv.allRefused = refused == len(sv.tried)
+	sv.answered = answered
 	for _, n := range named {
 		switch r, asked := got[n]; {
 		case !asked:
