@@ -172,6 +172,7 @@ type admission struct {
 
 	refused  sync.Map         // reason → *atomic.Uint64
 	lastRef  atomic.Int64     // unix nanos of the last refused connection attempt
+	lastEnd  atomic.Int64     // unix nanos of the last admitted handshake's end
 	ends     [4]atomic.Uint64 // handshakes ended, by session.HandshakeEnd
 	rateNow  atomic.Uint64
 	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval
@@ -214,6 +215,17 @@ func (a *admission) refusedWithin(d time.Duration) bool {
 	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
 }
 
+// takingIn reports whether clients are still being taken in: an attempt
+// was refused for load, or an admitted handshake ended, within d, or one
+// is in flight now.
+func (a *admission) takingIn(d time.Duration) bool {
+	if a.refusedWithin(d) || a.handshaking() > 0 {
+		return true
+	}
+	last := a.lastEnd.Load()
+	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
+}
+
 // refusals returns the count of refusals for reason.
 func (a *admission) refusals(reason string) uint64 {
 	v, ok := a.refused.Load(reason)
@@ -250,6 +262,7 @@ func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
 func (a *admission) ended(host string, how session.HandshakeEnd) {
 	a.ends[how].Add(1)
 	now := a.now()
+	a.lastEnd.Store(now.UnixNano())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--

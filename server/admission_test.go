@@ -161,3 +161,31 @@ func TestReconnectGrace(t *testing.T) {
 		}
 	}
 }
+
+// takingIn, what holds a new leader's expiry (expiryHeld), lasts while
+// clients are refused for load, while a handshake is in flight, and for
+// the window after the last one ended: the last clients of a reconnect
+// storm, admitted once the others are in, are still being taken back.
+func TestAdmissionTakingIn(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 10, HandshakeBurst: 1})
+	if a.takingIn(time.Second) {
+		t.Fatal("taking in before any attempt")
+	}
+	done, err := a.Admit(addr("10.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(5 * time.Second)
+	if !a.takingIn(time.Second) {
+		t.Fatal("a handshake in flight for 5s does not count")
+	}
+	done(session.HandshakeResumed)
+	clk.add(500 * time.Millisecond)
+	if !a.takingIn(time.Second) {
+		t.Fatal("a handshake that ended 500ms ago does not count")
+	}
+	clk.add(time.Second)
+	if a.takingIn(time.Second) {
+		t.Fatal("taking in 1.5s after the last handshake ended, with no refusal")
+	}
+}

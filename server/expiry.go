@@ -399,11 +399,21 @@ func reconnectGrace(sessions int, rate float64, limit time.Duration) time.Durati
 	return min(limit, time.Duration(2*float64(sessions)/rate*float64(time.Second)))
 }
 
+// expiryHoldWindow is how recent admission control's last refusal or
+// handshake must be for expiry to wait: longer than a refused client's
+// way back to the gate (its back-off, at most client.Config.MaxBackoff,
+// 1s, after a refusal it may only notice at its 1s handshake timeout),
+// so the last clients of a storm, back off and about to be admitted, are
+// still covered.
+const expiryHoldWindow = 3 * time.Second
+
 // expiryHeld reports whether expiry waits: within MaxReconnectGrace of
-// the table's load, while admission control turned a connection attempt
-// away in the last second. Those clients are alive and trying; the leader
-// is what is slow (Chubby's grace period, made to last as long as the
-// reconnect storm does, and no longer than MaxReconnectGrace).
+// the table's load, while admission control is still taking clients in
+// (it refused an attempt for load or ended a handshake within
+// expiryHoldWindow, or one is in flight). Those clients are alive and
+// trying; the leader is what is slow (Chubby's grace period, made to last
+// as long as the reconnect storm does, and no longer than
+// MaxReconnectGrace).
 func (k *leaseKeeper) expiryHeld() bool {
 	k.mu.Lock()
 	loaded := k.loadedAt
@@ -411,5 +421,5 @@ func (k *leaseKeeper) expiryHeld() bool {
 	if loaded.IsZero() || k.clock.Now().Sub(loaded) >= k.s.cfg.MaxReconnectGrace {
 		return false
 	}
-	return k.s.front != nil && k.s.front.adm.refusedWithin(time.Second)
+	return k.s.front != nil && k.s.front.adm.takingIn(expiryHoldWindow)
 }
