@@ -189,3 +189,57 @@ func TestAdmissionTakingIn(t *testing.T) {
 		t.Fatal("taking in 1.5s after the last handshake ended, with no refusal")
 	}
 }
+
+// Handshakes in flight are bounded by what the member completes in
+// handshakeTarget, and an interval in which clients abandoned more than a
+// quarter of the handshakes that ended halves the rate: a starved member
+// no longer admits handshakes its clients give up on before it gets to
+// them.
+func TestAdmissionFollowsCompletions(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 1000, HandshakeBurst: 4, MaxHandshakesInFlight: 1024})
+	admit := func(n int) []func(session.HandshakeEnd) {
+		var out []func(session.HandshakeEnd)
+		for range n {
+			clk.add(time.Second) // refill the bucket: only the bound in flight may refuse
+			done, err := a.Admit(addr("10.0.0.1"))
+			if err != nil {
+				break
+			}
+			out = append(out, done)
+		}
+		return out
+	}
+	// Nothing completed yet: the bound is the burst.
+	a.adjust(0)
+	in := admit(10)
+	if len(in) != 4 {
+		t.Fatalf("admitted %d in flight with no completions, want the burst 4", len(in))
+	}
+	// The member completes 4 per interval (40/s) however many wait: the
+	// bound follows what completes in handshakeTarget once the average
+	// has caught up.
+	for range 30 {
+		for _, d := range in[:4] {
+			d(session.HandshakeFull)
+		}
+		in = in[4:]
+		a.adjust(0)
+		in = append(in, admit(100)...)
+	}
+	if want := int(40 * handshakeTarget.Seconds()); len(in) < want-2 || len(in) > want+2 {
+		t.Fatalf("%d in flight completing 40/s, want about %d", len(in), want)
+	}
+	rate := a.bucket.rate
+	// Clients abandon most of what ends: the rate halves.
+	for i, d := range in {
+		if i%4 == 0 {
+			d(session.HandshakeFull)
+		} else {
+			d(session.HandshakeAbandoned)
+		}
+	}
+	a.adjust(0)
+	if a.bucket.rate != rate/2 {
+		t.Fatalf("rate %v after an interval of mostly abandoned handshakes, want %v", a.bucket.rate, rate/2)
+	}
+}
