@@ -302,7 +302,12 @@ func (a *admission) ended(host string, how session.HandshakeEnd) {
 			fb = &b
 			a.failing[host] = fb
 		}
-		fb.take(1, now) // may go below zero: a host that failed a burst waits it off
+		// Below zero if need be: the handshakes a host had in flight all
+		// fail once its budget is spent, and it waits every one of them
+		// off (take would stop at zero, and a host with 64 in flight
+		// failed five times its budget).
+		fb.refill(now)
+		fb.tokens--
 	}
 }
 

@@ -243,3 +243,33 @@ func TestAdmissionFollowsCompletions(t *testing.T) {
 		t.Fatalf("rate %v after an interval of mostly abandoned handshakes, want %v", a.bucket.rate, rate/2)
 	}
 }
+
+// A failing host's handshakes already in flight when its budget runs out
+// are all charged: it waits every one of them off, instead of failing
+// again as soon as one token came back (a flood with 64 handshakes in
+// flight failed five times its budget).
+func TestAdmissionFailingHostPaysForItsBurst(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 10000, HandshakeBurst: 10000, FailedHandshakesPerHost: 5})
+	bad := addr("10.0.0.66")
+	var dones []func(session.HandshakeEnd)
+	for i := range 30 { // in flight at once: none has failed yet
+		done, err := a.Admit(bad)
+		if err != nil {
+			t.Fatalf("attempt %d refused before any failure: %v", i, err)
+		}
+		dones = append(dones, done)
+	}
+	for _, d := range dones {
+		d(session.HandshakeFailed)
+	}
+	// 30 failures against a budget of 10 (twice 5/s): 20 owed, 4s to
+	// wait off at 5/s, plus one token to pass.
+	clk.add(time.Second)
+	if _, err := a.Admit(bad); err == nil {
+		t.Fatal("a host that failed 30 handshakes at once admitted a second later")
+	}
+	clk.add(4 * time.Second)
+	if _, err := a.Admit(bad); err != nil {
+		t.Fatalf("after waiting its failures off: %v", err)
+	}
+}
