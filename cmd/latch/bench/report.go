@@ -194,7 +194,11 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		if f := s.Flood; f != nil {
 			row("lock cycles, quiet", "%s/s, p99 %s (%s)", num(f.QuietCyclesPerSec), dur(f.QuietP99), dur(f.Duration))
-			row("lock cycles, flooded", "%s/s, p99 %s; the flood: %d handshakes without a certificate, %d probes", num(f.FloodedCyclesPerSec), dur(f.FloodedP99), f.Attempts, f.Probes)
+			where := "in this process"
+			if f.Separate {
+				where = "from a process of its own"
+			}
+			row("lock cycles, flooded", "%s/s, p99 %s; the flood, %s: %d handshakes without a certificate, %d probes", num(f.FloodedCyclesPerSec), dur(f.FloodedP99), where, f.Attempts, f.Probes)
 			row("leader changes", "%d under the flood (want 0)", f.LeaderChanges)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
-	"github.com/latch-io/latch/session"
 )
 
 // Storm is what the storm scenario adds: the stability measurements of a
@@ -69,8 +68,10 @@ type StormFlood struct {
 	QuietP99            Millis  `json:"quiet_p99_ms"`
 	FloodedCyclesPerSec float64 `json:"flooded_cycles_per_sec"`
 	FloodedP99          Millis  `json:"flooded_p99_ms"`
-	// Attempts and Probes are what the flood sent; LeaderChanges what it
-	// cost (it must be 0).
+	// Separate: the flood ran in a process of its own (FloodCommand),
+	// not in the measuring one. Attempts and Probes are what the flood
+	// sent; LeaderChanges what it cost (it must be 0).
+	Separate      bool  `json:"separate_process"`
 	Attempts      int64 `json:"handshake_attempts"`
 	Probes        int64 `json:"probes"`
 	LeaderChanges int   `json:"leader_changes"`
@@ -353,37 +354,34 @@ func (r *runner) flood(st *Storm, tw *termWatch) error {
 	st.Flood = f
 	tw.take()
 	f.QuietCyclesPerSec, f.QuietP99 = r.cycles(r.cfg.Flood)
-	noCert := r.cfg.Client.TLS.Clone()
-	noCert.Certificates, noCert.GetClientCertificate, noCert.ClientSessionCache = nil, nil, nil
+	// The flood runs as long as the flooded cycles and a little longer,
+	// so they never see it end.
 	fctx, fcancel := context.WithCancel(r.mctx)
-	var wg sync.WaitGroup
-	var attempts, probes atomic.Int64
-	for range 64 {
-		wg.Go(func() {
-			for fctx.Err() == nil {
-				dctx, cancel := context.WithTimeout(fctx, time.Second)
-				if c, err := session.Dial(dctx, target, noCert, session.Config{}); err == nil {
-					c.Close()
-				}
-				cancel()
-				attempts.Add(1)
-			}
-		})
+	defer fcancel()
+	floodFor := r.cfg.Flood + 2*time.Second
+	type result struct {
+		attempts, probes int64
+		err              error
 	}
-	for range 8 {
-		wg.Go(func() {
-			for fctx.Err() == nil {
-				pctx, cancel := context.WithTimeout(fctx, 20*time.Millisecond)
-				session.Probe(pctx, target, 0)
-				cancel()
-				probes.Add(1)
-			}
-		})
-	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		if cmd := r.cfg.FloodCommand; len(cmd) > 0 {
+			res.attempts, res.probes, res.err = floodProcess(fctx, cmd, target, floodFor)
+		} else {
+			res.attempts, res.probes = Flood(fctx, target, floodFor)
+		}
+		done <- res
+	}()
+	f.Separate = len(r.cfg.FloodCommand) > 0
+	// A process needs a moment to start flooding.
+	sleep(r.mctx, time.Second)
 	f.FloodedCyclesPerSec, f.FloodedP99 = r.cycles(r.cfg.Flood)
-	fcancel()
-	wg.Wait()
-	f.Attempts, f.Probes = attempts.Load(), probes.Load()
+	res := <-done
+	if res.err != nil {
+		return res.err
+	}
+	f.Attempts, f.Probes = res.attempts, res.probes
 	f.LeaderChanges = tw.take()
 	return nil
 }
