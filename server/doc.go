@@ -206,12 +206,16 @@
 //
 //   - The leader (expiry.go): a new leader gives every session a full
 //     TTL plus a grace of twice the time admitting one connection per
-//     session takes at HandshakeRate (reconnectGrace), and it expires
-//     nothing while its admission control is still taking clients in (it
-//     refused an attempt for load, or a handshake ended, within 3s, or
-//     one is in flight: longer than a refused client's way back, a 1s
-//     back-off behind a 1s silent refusal), up to MaxReconnectGrace (45s)
-//     after it loaded the sessions (expiryHeld).
+//     session takes at HandshakeRate (reconnectGrace), and once its
+//     admission control refused a client for load it expires nothing
+//     while it is still taking clients in (it refused an attempt for
+//     load, or a handshake ended, within 3s, or one is in flight: longer
+//     than a refused client's way back, a 1s back-off behind a 1s silent
+//     refusal), up to MaxReconnectGrace (45s) after it loaded the
+//     sessions. In steady state, while it refuses clients for load (an
+//     overloaded leader: a client whose keepalive went unanswered
+//     reconnects and is turned away), a session expires only
+//     MaxReconnectGrace past its deadline (expiryCutoff).
 //   - The client (session.Tracker, client/discover.go): it declares a
 //     session expired on its own a TTL after its lease end without an
 //     ack (the plain grace), but while the cluster answers without taking
@@ -229,7 +233,8 @@
 // ephemerals and locks end at most TTL + MaxReconnectGrace (+ ExpiryTick)
 // after the leader change (expiry is held for everyone while clients are
 // being taken in, but never past MaxReconnectGrace after the load), and
-// at most TTL after its last keepalive otherwise;
+// at most TTL after its last keepalive otherwise (TTL + MaxReconnectGrace
+// while the leader refuses clients for load);
 // the lock-delay still separates an expired holder from the next. A
 // client's hold does not extend what it may do with a lock: LeaseEnd, the
 // proven end of its lease, does not move.
