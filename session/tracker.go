@@ -120,19 +120,21 @@ func (t *Tracker) Acked(sentAt time.Time, ttl time.Duration) {
 	}
 }
 
-// Hold records that the cluster answered at now without taking the
-// session back yet (busy, electing, loading): the session is not declared
-// expired for want of an ack before now+grace, nor, whatever Hold is
-// told, later than limit past the end of the plain grace. limit is the
-// longest the cluster may hold a session it has not heard from after a
-// leader change (the members' --max-reconnect-grace).
-func (t *Tracker) Hold(now time.Time, limit time.Duration) {
+// Hold records that the cluster answered at now and the client is still
+// trying to be taken back (it may be refused for load, an election or a
+// new leader's load may be running): the session is not declared expired
+// for want of an ack before now plus the grace (or window, if longer: one
+// connection attempt's length), nor, whatever Hold is told, later than
+// limit past the end of the plain grace. limit is the longest the cluster
+// may hold a session it has not heard from (the members'
+// --max-reconnect-grace).
+func (t *Tracker) Hold(now time.Time, window, limit time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.state == StateExpired {
 		return
 	}
-	until := now.Add(t.grace)
+	until := now.Add(max(t.grace, window))
 	if most := t.leaseEnd.Add(t.grace + limit); until.After(most) {
 		until = most
 	}

@@ -215,7 +215,7 @@ func TestTrackerHoldWhileTheClusterAnswers(t *testing.T) {
 	// "busy" every second from 5s on.
 	for clk.Now().Before(epoch.Add(25 * time.Second)) {
 		clk.Advance(time.Second)
-		held.Hold(clk.Now(), limit)
+		held.Hold(clk.Now(), 0, limit)
 	}
 	if s := plain.Poll(); s != StateExpired {
 		t.Fatalf("without Hold, 25s after the open: %v, want expired", s)
@@ -225,6 +225,12 @@ func TestTrackerHoldWhileTheClusterAnswers(t *testing.T) {
 	}
 	if at, ok := held.NextCheck(); !ok || !at.Equal(clk.Now().Add(ttl)) {
 		t.Fatalf("NextCheck = %v %v, want a TTL after the last Hold", at, ok)
+	}
+	// A window longer than the TTL (a connection attempt's length) holds
+	// that long.
+	held.Hold(clk.Now(), 3*ttl, limit)
+	if at, _ := held.NextCheck(); !at.Equal(clk.Now().Add(3 * ttl)) {
+		t.Fatalf("NextCheck = %v, want the window after the Hold", at)
 	}
 	// An ack ends the jeopardy as usual.
 	sent := clk.Now()
@@ -239,13 +245,13 @@ func TestTrackerHoldWhileTheClusterAnswers(t *testing.T) {
 	tr := NewTracker(clk2, epoch, ttl)
 	for clk2.Now().Before(epoch.Add(64 * time.Second)) {
 		clk2.Advance(time.Second)
-		tr.Hold(clk2.Now(), limit)
+		tr.Hold(clk2.Now(), 0, limit)
 		if s := tr.Poll(); s == StateExpired {
 			t.Fatalf("expired at %v, before the limit", clk2.Now().Sub(epoch))
 		}
 	}
 	clk2.Advance(time.Second)
-	tr.Hold(clk2.Now(), limit)
+	tr.Hold(clk2.Now(), 0, limit)
 	if s := tr.Poll(); s != StateExpired {
 		t.Fatalf("at 65s, held past the limit: %v", s)
 	}

@@ -293,6 +293,12 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 // client gave up on itself, having heard from no leader within its
 // session's grace (session.Tracker).
 func (h *held) lost() (n, byServer int) {
+	n, byServer, _ = h.lostWhy()
+	return n, byServer
+}
+
+// lostWhy is lost with the error of one session its client gave up on.
+func (h *held) lostWhy() (n, byServer int, example string) {
 	for _, s := range h.sessions {
 		if s == nil {
 			continue
@@ -303,11 +309,13 @@ func (h *held) lost() (n, byServer int) {
 			var se *session.Error
 			if errors.As(s.Err(), &se) {
 				byServer++
+			} else if example == "" {
+				example = s.Err().Error()
 			}
 		default:
 		}
 	}
-	return n, byServer
+	return n, byServer, example
 }
 
 // closeSessions closes every open session, Concurrency at a time, and

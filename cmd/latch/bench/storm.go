@@ -251,7 +251,11 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	k.Reconnect = Summarize(lat)
 	k.Failed = int(failed.Load())
 	sleep(r.mctx, time.Until(t0.Add(r.cfg.Observe)))
-	k.Lost, k.LostByServer = h.lost()
+	var why string
+	k.Lost, k.LostByServer, why = h.lostWhy()
+	if why != "" {
+		r.logf("a session its client gave up on: %s", why)
+	}
 	k.LeaderChanges = tw.take()
 	if _, id, err := r.leaderScraper(ast.ID); err == nil {
 		k.NewLeader = id
