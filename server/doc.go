@@ -218,10 +218,11 @@
 //     MaxReconnectGrace past its deadline (expiryCutoff).
 //   - The client (session.Tracker, client/discover.go): it declares a
 //     session expired on its own a TTL after its lease end without an
-//     ack (the plain grace), but while the cluster answers without taking
-//     it back (refused for load, "no leader yet", a leader still loading)
-//     it holds the session a TTL past the last such answer, up to
-//     client.Config.ReconnectGrace (45s) past the plain grace. Before
+//     ack (the plain grace), but while it is reconnecting and a member
+//     answers its probes (the leader may be refusing it, an election or
+//     a load may run) it holds the session at least two connection
+//     rounds past the last answer, up to client.Config.ReconnectGrace
+//     (45s) past the plain grace. Before
 //     that half existed, clients gave their sessions up 17-20s after a
 //     leader kill (10s TTL) while the new leader still held them: all
 //     1,447 sessions lost of 2,000 in one storm were given up by their
