@@ -59,6 +59,16 @@ type Config struct {
 	// (a redirect loop) before giving up; a new leader starts a new
 	// count. Default 5.
 	MaxRedirects int
+	// ReconnectGrace is how long past a session's grace (one TTL after its
+	// lease ran out without an ack) the client goes on resuming it while
+	// the cluster answers but has not taken it back: the leader refuses it
+	// for load, or an election or a new leader's load is running. The
+	// cluster holds such sessions for up to its members'
+	// --max-reconnect-grace after a leader change, so a client that gave
+	// up sooner would lose a session the cluster kept for it. Default 45s
+	// (latchd's default); a client that hears nothing from the cluster
+	// gives up after the plain grace.
+	ReconnectGrace time.Duration
 	// MinBackoff and MaxBackoff bound the pause between rounds of
 	// connection attempts over all endpoints: it doubles from MinBackoff up
 	// to MaxBackoff, each pause jittered. Defaults 20ms and 1s.
@@ -95,6 +105,7 @@ func DefaultConfig() Config {
 		FailureTimeout:     300 * time.Millisecond,
 		IdleFailureTimeout: 10 * time.Second,
 		MaxRedirects:       5,
+		ReconnectGrace:     45 * time.Second,
 		MinBackoff:         20 * time.Millisecond,
 		MaxBackoff:         time.Second,
 		CacheNodes:         4096,
@@ -122,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRedirects == 0 {
 		c.MaxRedirects = d.MaxRedirects
+	}
+	if c.ReconnectGrace == 0 {
+		c.ReconnectGrace = d.ReconnectGrace
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = d.MinBackoff
@@ -180,6 +194,8 @@ func (c Config) Validate() error {
 		return bad("IdleFailureTimeout", "%v is below FailureTimeout %v (or 30ms)", c.IdleFailureTimeout, c.FailureTimeout)
 	case c.MaxRedirects < 0:
 		return bad("MaxRedirects", "%d is negative", c.MaxRedirects)
+	case c.ReconnectGrace < 0:
+		return bad("ReconnectGrace", "%v is negative", c.ReconnectGrace)
 	case c.MinBackoff < 0:
 		return bad("MinBackoff", "%v is negative", c.MinBackoff)
 	case c.MaxBackoff < 0:

@@ -80,6 +80,13 @@ func (c *Client) connect() *link {
 		} else {
 			refusedSince = time.Time{}
 		}
+		if sv.answered {
+			// The cluster answered: whatever this round's attempt meets (a
+			// refusal for load, heard or dropped, an election, a slow
+			// handshake or resume), the cluster decides whether the
+			// sessions still live.
+			c.holdSessions()
+		}
 		if len(sv.cands) > 0 {
 			r := c.race(sv.cands)
 			if r.l != nil {
@@ -107,6 +114,13 @@ func (c *Client) connect() *link {
 				// sessions yet, between the probe and the resume.
 				sv.electing = true
 			}
+			if answeredBusy(r.err) || errors.Is(r.err, ErrNoLeader) {
+				// The member itself answered (a refusal for load, "no
+				// leader yet", a leader still loading), even if its probe
+				// answer was lost.
+				c.holdSessions()
+			}
+
 			if r.leader != "" && hops[r.leader] < c.cfg.MaxRedirects {
 				hops[r.leader]++
 				c.setHint(r.leader)
@@ -133,6 +147,25 @@ func (c *Client) connect() *link {
 	}
 }
 
+// holdSessions tells every session's tracker that the cluster answered a
+// probe and the client is trying to be taken back (it may be refused for
+// load, or an election or a new leader's load may run). The cluster
+// holds the sessions of clients it is slow to take back (server/expiry.go,
+// the reconnect grace), so the client goes on resuming them rather than
+// giving them up after the plain grace: for at least two whole rounds
+// (DialTimeout and a back-off each) after each answer, up to
+// Config.ReconnectGrace past the plain grace. The cluster still decides:
+// a resume it answers "expired" ends the session at once.
+func (c *Client) holdSessions() {
+	now := time.Now()
+	window := 2 * (c.cfg.DialTimeout + c.cfg.MaxBackoff + probeWait)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sessions {
+		s.tr.Hold(now, window, c.cfg.ReconnectGrace)
+	}
+}
+
 // electionPause is the pause after the n-th probe round (from 0) in a row
 // that found an election running.
 func electionPause(n int) time.Duration {
@@ -144,10 +177,19 @@ func electionPause(n int) time.Duration {
 
 // survey is what one round of probes found.
 type survey struct {
-	tried      []string // every address asked, the hint first
-	cands      []string // addresses to dial, best first
-	electing   bool     // a member answered that it knows no leader yet
-	allRefused bool     // nothing listens on any address
+	tried    []string // every address asked, the hint first
+	cands    []string // addresses to dial, best first
+	electing bool     // a member answered that it knows no leader yet
+	// answered: some member answered the probe. Followers naming a
+	// leader that stays silent to the client count: a leader refusing
+	// thousands of clients drops most of its refusals and probe answers
+	// (in a storm of 1,000, clients that heeded only the leader's own
+	// answers still gave sessions up). A client cut off from the leader
+	// alone is held too; the leader expires its sessions on time anyway,
+	// and the client learns it when it gets through, or at the hold's
+	// limit.
+	answered   bool
+	allRefused bool // nothing listens on any address
 }
 
 // survey probes the hint and every endpoint at once and orders the
@@ -209,6 +251,7 @@ func (c *Client) survey() survey {
 		}
 	}
 	sv.allRefused = refused == len(sv.tried)
+	sv.answered = answered
 	for _, n := range named {
 		switch r, asked := got[n]; {
 		case !asked:
@@ -310,6 +353,18 @@ func refusedBusy(err error) bool {
 	}
 	var idle *quic.IdleTimeoutError
 	if errors.As(err, &idle) {
+		return true
+	}
+	var ae *quic.ApplicationError
+	return errors.As(err, &ae) && ae.Remote && ae.ErrorCode == session.ConnBusy
+}
+
+// answeredBusy reports whether err is a member's own answer that it is
+// busy: CONNECTION_REFUSED (admission control) or ConnBusy. Unlike a
+// handshake that timed out, it proves the member is there.
+func answeredBusy(err error) bool {
+	var te *quic.TransportError
+	if errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused {
 		return true
 	}
 	var ae *quic.ApplicationError

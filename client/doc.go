@@ -119,6 +119,13 @@
 // plus TTL), which lock recipes use to refuse to act on a lock they may no
 // longer hold. A resume is not counted as a renewal: the member may not
 // have renewed the lease; the keepalive sent right after it is.
+// Without an ack a session is declared expired a TTL after its lease end,
+// unless the client is reconnecting and members answer its probes (the
+// leader may be refusing it for load, an election or a new leader's load
+// may run): the cluster holds such sessions through its reconnect grace,
+// and so does the client, two connection rounds past the last answer and
+// at most Config.ReconnectGrace past the plain grace (server/doc.go,
+// "Reconnect storms").
 //
 // Session.Close ends the session on the server (ephemerals vanish now:
 // beyond the cluster setting max_lock_batch, default 1000, the rest in the

@@ -361,3 +361,77 @@ func TestLeaderKillKeepsEverySession(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientsHoldSessionsWhileNoLeaderTakesThemBack: the leader is killed
+// while a follower is stopped, so the last member cannot win an election
+// and answers every probe "no leader yet" for longer than the clients'
+// plain grace (a TTL past their lease end). A client the cluster answers
+// but has not taken back must not give its session up (the cluster holds
+// it: a new leader gives every session a full TTL plus the reconnect
+// grace), so when the follower continues and a leader is elected, every
+// session comes back. Before session.Tracker.Hold the clients declared
+// their sessions expired at the end of the plain grace and never resumed
+// them: the cause of the sessions lost by `latch bench storm --kill` once
+// the new leader took longer than that to admit 2,000 clients.
+func TestClientsHoldSessionsWhileNoLeaderTakesThemBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	const clients = 20
+	const ttl = 2 * time.Second
+	c := proc.StartCluster(t, 3)
+	leader := c.WaitLeader(t)
+	cls := make([]*Client, clients)
+	for i := range cls {
+		cls[i] = dialCert(t, c, fmt.Sprintf("holder-%d", i), ttl)
+	}
+	follower := (leader + 1) % len(c.Nodes)
+	c.Nodes[follower].Pause(t)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			c.Nodes[follower].Resume(t)
+		}
+	})
+	c.Nodes[leader].Kill(t)
+
+	// Past every session's plain grace (its proven lease end plus a TTL,
+	// and a second for the keepalive loop to look): no leader exists,
+	// the last member answers probes, and every session must still live.
+	var end time.Time
+	for _, cl := range cls {
+		if e := cl.Session().LeaseEnd(); e.After(end) {
+			end = e
+		}
+	}
+	giveUp := time.NewTimer(time.Until(end.Add(ttl + time.Second)))
+	<-giveUp.C
+	for i, cl := range cls {
+		if err := cl.Session().Err(); err != nil {
+			t.Fatalf("client %d gave its session up while the cluster was electing: %v", i, err)
+		}
+	}
+
+	c.Nodes[follower].Resume(t)
+	resumed = true
+	c.WaitLeader(t)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i, cl := range cls {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
+			defer cancel()
+			// An ephemeral create needs the session alive on the new leader.
+			if _, err := cl.Create(ctx, fmt.Sprintf("/held-%d", i), nil, Ephemeral()); err != nil {
+				failed.Add(1)
+				t.Errorf("client %d after the election: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, cl := range cls {
+		if err := cl.Session().Err(); err != nil {
+			t.Errorf("client %d lost its session: %v", i, err)
+		}
+	}
+}

@@ -35,6 +35,17 @@ import (
 // grows back by a tenth per quiet interval (AIMD). So the cost of
 // admitting new clients never crowds out the traffic that keeps the
 // leader a leader, whatever the machine's speed.
+//
+// Admitted handshakes must also finish while their clients still wait
+// (a client gives a silent handshake up after a second and tries again,
+// and the work done for it is lost). Under a reconnect storm on a
+// starved machine the new leader held 400-550 handshakes in flight and
+// finished about 100 a second: they took 4-5s, and more were abandoned
+// than completed. So the handshakes in flight are bounded by what the
+// member completes in handshakeTarget (Little's law on the completions
+// measured per interval, at least HandshakeBurst), and an interval in
+// which clients abandoned more than a quarter of the handshakes that
+// ended halves the rate as a late scheduler does.
 
 // AdmissionConfig bounds how fast a member lets new client connections in.
 type AdmissionConfig struct {
@@ -155,6 +166,10 @@ const (
 // forgotten, so spoofed source addresses cannot grow them.
 const maxHosts = 8192
 
+// handshakeTarget is how long an admitted handshake may wait for its
+// turn: well within a client's patience (client: one second of silence).
+const handshakeTarget = 500 * time.Millisecond
+
 // resumeRefund is the share of a token a resumed handshake gives back:
 // measured here, a resumed server handshake costs about a fifth of a full
 // one (no signature, no chain verification).
@@ -167,11 +182,19 @@ type admission struct {
 	mu       sync.Mutex
 	bucket   bucket
 	inFlight int
-	failing  map[string]*bucket // hosts that had a failed handshake
-	probes   map[string]*bucket
+	// flightCap bounds inFlight below MaxHandshakesInFlight: what the
+	// member completes in handshakeTarget (adjust). completions is the
+	// smoothed completion rate per second; lastDone and lastLost the
+	// counts of ends (completed, abandoned) adjust saw last.
+	flightCap          int
+	completions        float64
+	lastDone, lastLost uint64
+	failing            map[string]*bucket // hosts that had a failed handshake
+	probes             map[string]*bucket
 
 	refused  sync.Map         // reason → *atomic.Uint64
 	lastRef  atomic.Int64     // unix nanos of the last refused connection attempt
+	lastEnd  atomic.Int64     // unix nanos of the last admitted handshake's end
 	ends     [4]atomic.Uint64 // handshakes ended, by session.HandshakeEnd
 	rateNow  atomic.Uint64
 	lagNanos atomic.Int64 // the worst scheduler lateness of the last interval
@@ -185,6 +208,7 @@ func newAdmission(cfg AdmissionConfig, now func() time.Time) *admission {
 		failing: map[string]*bucket{},
 		probes:  map[string]*bucket{},
 	}
+	a.flightCap = cfg.MaxHandshakesInFlight
 	a.rateNow.Store(uint64(cfg.HandshakeRate))
 	return a
 }
@@ -214,6 +238,24 @@ func (a *admission) refusedWithin(d time.Duration) bool {
 	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
 }
 
+// refusedSince reports whether a connection attempt was refused for load
+// after t.
+func (a *admission) refusedSince(t time.Time) bool {
+	last := a.lastRef.Load()
+	return last != 0 && time.Unix(0, last).After(t)
+}
+
+// takingIn reports whether clients are still being taken in: an attempt
+// was refused for load, or an admitted handshake ended, within d, or one
+// is in flight now.
+func (a *admission) takingIn(d time.Duration) bool {
+	if a.refusedWithin(d) || a.handshaking() > 0 {
+		return true
+	}
+	last := a.lastEnd.Load()
+	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
+}
+
 // refusals returns the count of refusals for reason.
 func (a *admission) refusals(reason string) uint64 {
 	v, ok := a.refused.Load(reason)
@@ -235,7 +277,7 @@ func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
 			return nil, a.refuse(refusedHost)
 		}
 	}
-	if a.inFlight >= a.cfg.MaxHandshakesInFlight {
+	if a.inFlight >= min(a.cfg.MaxHandshakesInFlight, a.flightCap) {
 		return nil, a.refuse(refusedInFlight)
 	}
 	if !a.bucket.take(1, now) {
@@ -250,6 +292,7 @@ func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
 func (a *admission) ended(host string, how session.HandshakeEnd) {
 	a.ends[how].Add(1)
 	now := a.now()
+	a.lastEnd.Store(now.UnixNano())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.inFlight--
@@ -266,7 +309,12 @@ func (a *admission) ended(host string, how session.HandshakeEnd) {
 			fb = &b
 			a.failing[host] = fb
 		}
-		fb.take(1, now) // may go below zero: a host that failed a burst waits it off
+		// Below zero if need be: the handshakes a host had in flight all
+		// fail once its budget is spent, and it waits every one of them
+		// off (take would stop at zero, and a host with 64 in flight
+		// failed five times its budget).
+		fb.refill(now)
+		fb.tokens--
 	}
 }
 
@@ -336,13 +384,23 @@ func (a *admission) watchLag(stop <-chan struct{}) {
 }
 
 // adjust halves the handshake rate after an interval in which the
-// scheduler was late by more than LagLimit, else grows it by a tenth of
-// HandshakeRate; never below a tenth of it.
+// scheduler was late by more than LagLimit, or clients abandoned more
+// than a quarter of the handshakes that ended, else grows it by a tenth
+// of HandshakeRate; never below a tenth of it. It sets the bound on
+// handshakes in flight from the completions of the interval (lagTick·10).
 func (a *admission) adjust(worst time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	done := a.ends[session.HandshakeFull].Load() + a.ends[session.HandshakeResumed].Load()
+	lost := a.ends[session.HandshakeAbandoned].Load()
+	dDone, dLost := done-a.lastDone, lost-a.lastLost
+	a.lastDone, a.lastLost = done, lost
+	const interval = 10 * lagTick
+	a.completions = 0.7*a.completions + 0.3*float64(dDone)/interval.Seconds()
+	a.flightCap = max(a.cfg.HandshakeBurst, int(a.completions*handshakeTarget.Seconds()))
+	abandoning := dLost >= 4 && 4*dLost > dDone+dLost
 	r := a.bucket.rate
-	if worst > a.cfg.LagLimit {
+	if worst > a.cfg.LagLimit || abandoning {
 		r = max(a.cfg.HandshakeRate/10, r/2)
 	} else {
 		r = min(a.cfg.HandshakeRate, r+a.cfg.HandshakeRate/10)

@@ -161,3 +161,155 @@ func TestReconnectGrace(t *testing.T) {
 		}
 	}
 }
+
+// takingIn, what holds a new leader's expiry (expiryCutoff), lasts while
+// clients are refused for load, while a handshake is in flight, and for
+// the window after the last one ended: the last clients of a reconnect
+// storm, admitted once the others are in, are still being taken back.
+func TestAdmissionTakingIn(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 10, HandshakeBurst: 1})
+	if a.takingIn(time.Second) {
+		t.Fatal("taking in before any attempt")
+	}
+	done, err := a.Admit(addr("10.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(5 * time.Second)
+	if !a.takingIn(time.Second) {
+		t.Fatal("a handshake in flight for 5s does not count")
+	}
+	done(session.HandshakeResumed)
+	clk.add(500 * time.Millisecond)
+	if !a.takingIn(time.Second) {
+		t.Fatal("a handshake that ended 500ms ago does not count")
+	}
+	clk.add(time.Second)
+	if a.takingIn(time.Second) {
+		t.Fatal("taking in 1.5s after the last handshake ended, with no refusal")
+	}
+}
+
+// Handshakes in flight are bounded by what the member completes in
+// handshakeTarget, and an interval in which clients abandoned more than a
+// quarter of the handshakes that ended halves the rate: a starved member
+// no longer admits handshakes its clients give up on before it gets to
+// them.
+func TestAdmissionFollowsCompletions(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 1000, HandshakeBurst: 4, MaxHandshakesInFlight: 1024})
+	admit := func(n int) []func(session.HandshakeEnd) {
+		var out []func(session.HandshakeEnd)
+		for range n {
+			clk.add(time.Second) // refill the bucket: only the bound in flight may refuse
+			done, err := a.Admit(addr("10.0.0.1"))
+			if err != nil {
+				break
+			}
+			out = append(out, done)
+		}
+		return out
+	}
+	// Nothing completed yet: the bound is the burst.
+	a.adjust(0)
+	in := admit(10)
+	if len(in) != 4 {
+		t.Fatalf("admitted %d in flight with no completions, want the burst 4", len(in))
+	}
+	// The member completes 4 per interval (40/s) however many wait: the
+	// bound follows what completes in handshakeTarget once the average
+	// has caught up.
+	for range 30 {
+		for _, d := range in[:4] {
+			d(session.HandshakeFull)
+		}
+		in = in[4:]
+		a.adjust(0)
+		in = append(in, admit(100)...)
+	}
+	if want := int(40 * handshakeTarget.Seconds()); len(in) < want-2 || len(in) > want+2 {
+		t.Fatalf("%d in flight completing 40/s, want about %d", len(in), want)
+	}
+	rate := a.bucket.rate
+	// Clients abandon most of what ends: the rate halves.
+	for i, d := range in {
+		if i%4 == 0 {
+			d(session.HandshakeFull)
+		} else {
+			d(session.HandshakeAbandoned)
+		}
+	}
+	a.adjust(0)
+	if a.bucket.rate != rate/2 {
+		t.Fatalf("rate %v after an interval of mostly abandoned handshakes, want %v", a.bucket.rate, rate/2)
+	}
+}
+
+// A failing host's handshakes already in flight when its budget runs out
+// are all charged: it waits every one of them off, instead of failing
+// again as soon as one token came back (a flood with 64 handshakes in
+// flight failed five times its budget).
+func TestAdmissionFailingHostPaysForItsBurst(t *testing.T) {
+	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 10000, HandshakeBurst: 10000, FailedHandshakesPerHost: 5})
+	bad := addr("10.0.0.66")
+	var dones []func(session.HandshakeEnd)
+	for i := range 30 { // in flight at once: none has failed yet
+		done, err := a.Admit(bad)
+		if err != nil {
+			t.Fatalf("attempt %d refused before any failure: %v", i, err)
+		}
+		dones = append(dones, done)
+	}
+	for _, d := range dones {
+		d(session.HandshakeFailed)
+	}
+	// 30 failures against a budget of 10 (twice 5/s): 20 owed, 4s to
+	// wait off at 5/s, plus one token to pass.
+	clk.add(time.Second)
+	if _, err := a.Admit(bad); err == nil {
+		t.Fatal("a host that failed 30 handshakes at once admitted a second later")
+	}
+	clk.add(4 * time.Second)
+	if _, err := a.Admit(bad); err != nil {
+		t.Fatalf("after waiting its failures off: %v", err)
+	}
+}
+
+// The rule of the two holds: after a leader change nothing expires while
+// clients are taken in, up to maxGrace after the load; afterwards, while
+// clients are refused for load, only sessions maxGrace past their
+// deadline expire (their client may be among those refused); otherwise
+// every session past its deadline.
+func TestExpiryCutoff(t *testing.T) {
+	const grace = 45 * time.Second
+	loaded := time.Unix(1000, 0)
+	cases := []struct {
+		name               string
+		since              time.Duration // now - loaded
+		takingIn, refusing bool
+		held               bool
+		cutoff             time.Duration // cutoff - now, when not held
+	}{
+		{"after a leader change, taking clients in", 10 * time.Second, true, false, true, 0},
+		{"after a leader change, refusing", 10 * time.Second, true, true, true, 0},
+		{"after a leader change, nobody coming", 10 * time.Second, false, false, false, 0},
+		{"past the grace, still refusing", grace, true, true, false, -grace},
+		{"steady state, refusing for load", time.Hour, true, true, false, -grace},
+		{"steady state, handshakes but no refusal", time.Hour, true, false, false, 0},
+		{"steady state, quiet", time.Hour, false, false, false, 0},
+	}
+	for _, c := range cases {
+		now := loaded.Add(c.since)
+		cutoff, may := expiryCutoff(now, loaded, grace, c.takingIn, c.refusing)
+		if may == c.held {
+			t.Errorf("%s: held %v, want %v", c.name, !may, c.held)
+			continue
+		}
+		if may && !cutoff.Equal(now.Add(c.cutoff)) {
+			t.Errorf("%s: cutoff now%+v, want now%+v", c.name, cutoff.Sub(now), c.cutoff)
+		}
+	}
+	// A member that never loaded a table (not a leader yet) holds nothing.
+	if _, may := expiryCutoff(loaded, time.Time{}, grace, true, false); !may {
+		t.Error("held with no table loaded")
+	}
+}

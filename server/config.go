@@ -265,7 +265,7 @@ type Config struct {
 	MaxWatchBytesPerConn int
 	// MaxReconnectGrace caps the grace a new leader adds to every
 	// session's first lease while clients reconnect (expiry.go,
-	// reconnectGrace, expiryHeld). Default 45s (Chubby's grace period).
+	// reconnectGrace, expiryCutoff). Default 45s (Chubby's grace period).
 	MaxReconnectGrace time.Duration
 	// Admission bounds how fast new client connections are let in
 	// (admission.go); zero fields take their defaults.

@@ -191,6 +191,11 @@
 //     limited per host. Clients take a refusal as "busy" and back off,
 //     jittered, from 80ms (package client). Established clients are
 //     never refused: keepalives, requests and raft traffic pass no gate.
+//     Admitted handshakes must finish while their clients wait (a client
+//     gives a silent handshake up after a second): the handshakes in
+//     flight are bounded by what the member completed per second times
+//     500ms, and an interval in which clients abandoned more than a
+//     quarter of the handshakes that ended halves the rate.
 //  3. A failure detector that tells a dead leader from a slow one
 //     (crashdetect.go). A crashed leader's kernel closes its raft
 //     connections and its raft port refuses new ones; a slow, stopped or
@@ -209,18 +214,44 @@
 //
 // Reconnect storms converge and lose nothing. After a leader change every
 // client reconnects to the new leader, which admits them at the rate it
-// can serve. The rule for their sessions (expiry.go), Chubby's grace
-// period: a new leader gives every session a full TTL plus a grace of
-// twice the time admitting one connection per session takes at
-// HandshakeRate (reconnectGrace), and it expires nothing while its
-// admission control has refused a connection attempt in the last second,
-// up to MaxReconnectGrace (45s) after it loaded the sessions
-// (expiryHeld). A client that is alive and trying is therefore never
-// expired because the leader was slow to take it back. Safety bound: a
-// dead client's session, its ephemerals and locks end at most TTL +
-// MaxReconnectGrace (+ ExpiryTick) after the leader change, and at most
-// TTL after its last keepalive otherwise; the lock-delay still separates
-// an expired holder from the next.
+// can serve. The rule for their sessions, Chubby's grace period, has two
+// halves, and a session is lost if either gives up first:
+//
+//   - The leader (expiry.go): a new leader gives every session a full
+//     TTL plus a grace of twice the time admitting one connection per
+//     session takes at HandshakeRate (reconnectGrace), and once its
+//     admission control refused a client for load it expires nothing
+//     while it is still taking clients in (it refused an attempt for
+//     load, or a handshake ended, within 3s, or one is in flight: longer
+//     than a refused client's way back, a 1s back-off behind a 1s silent
+//     refusal), up to MaxReconnectGrace (45s) after it loaded the
+//     sessions. In steady state, while it refuses clients for load (an
+//     overloaded leader: a client whose keepalive went unanswered
+//     reconnects and is turned away), a session expires only
+//     MaxReconnectGrace past its deadline (expiryCutoff).
+//   - The client (session.Tracker, client/discover.go): it declares a
+//     session expired on its own a TTL after its lease end without an
+//     ack (the plain grace), but while it is reconnecting and a member
+//     answers its probes (the leader may be refusing it, an election or
+//     a load may run) it holds the session at least two connection
+//     rounds past the last answer, up to client.Config.ReconnectGrace
+//     (45s) past the plain grace. Before
+//     that half existed, clients gave their sessions up 17-20s after a
+//     leader kill (10s TTL) while the new leader still held them: all
+//     1,447 sessions lost of 2,000 in one storm were given up by their
+//     own clients.
+//
+// So a client that is alive and trying is never expired because the
+// leader was slow to take it back, as long as the storm is absorbed within
+// MaxReconnectGrace. Safety bound: a dead client's session, its
+// ephemerals and locks end at most TTL + MaxReconnectGrace (+ ExpiryTick)
+// after the leader change (expiry is held for everyone while clients are
+// being taken in, but never past MaxReconnectGrace after the load), and
+// at most TTL after its last keepalive otherwise (TTL + MaxReconnectGrace
+// while the leader refuses clients for load);
+// the lock-delay still separates an expired holder from the next. A
+// client's hold does not extend what it may do with a lock: LeaseEnd, the
+// proven end of its lease, does not move.
 //
 // # Failover timing
 //
@@ -229,10 +260,12 @@
 //  1. Members notice. A crash (SIGKILL, a panic, the host's kernel
 //     killing it): at once, by the detector above (an EOF and a refused
 //     dial, well under a millisecond on a LAN). A stopped or cut-off
-//     leader: a follower checks at random 500ms-1s intervals and starts a
-//     pre-vote once it heard nothing for 500ms; voters refuse while they
-//     still hear from a leader, so the election completes once a majority
-//     of the others timed out (0.5-1s).
+//     leader: a follower starts a pre-vote once it heard nothing for
+//     500ms (raft checks on a random 500ms-1s timer; the stall watch,
+//     stalldetect.go, makes it check as soon as the silence is that long,
+//     the k-th ranked voter 60ms after the one before it); voters refuse
+//     while they still have a leader, so the election completes once a
+//     majority of the others timed out (0.5-0.6s).
 //  2. Elect (a few ms): vote round trips, the vote fsynced; then the
 //     leader commits its barrier (one fsync round), loads the lease table
 //     and is ready. A follower names a leader (NotLeaderError, probe
@@ -256,7 +289,7 @@
 //     the grant goes to the next waiter, which re-attached to its request.
 //
 // Total for a crash: max(1-2, 3) + 4 + 5, about 0.3-0.4s; for a stopped or
-// partitioned leader 0.6-1.2s. `latch bench failover` measures both
+// partitioned leader 0.6-0.8s. `latch bench failover` measures both
 // (README, Failover).
 //
 // Safety with this timing:

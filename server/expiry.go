@@ -41,7 +41,7 @@ type leaseKeeper struct {
 	restores uint64
 	// loadedAt is when the table was loaded (k.clock): expiry is held
 	// while clients are still being turned away, up to MaxReconnectGrace
-	// after it (expiryHeld).
+	// after it (expiryCutoff).
 	loadedAt time.Time
 }
 
@@ -284,8 +284,10 @@ func (k *leaseKeeper) lead(stop <-chan struct{}, sub <-chan bool) bool {
 			}
 		}
 		wait := tick
-		if deadline, ok := k.table.NextDeadline(); ok && !k.expiryHeld() {
-			wait = min(max(deadline.Sub(k.clock.Now()), 0), tick)
+		if deadline, ok := k.table.NextDeadline(); ok {
+			if cutoff, may := k.expiryCutoff(); may {
+				wait = min(max(deadline.Sub(cutoff), 0), tick)
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -335,11 +337,12 @@ func (k *leaseKeeper) load() error {
 // of ExpiryBatch. It returns false when this member can no longer propose
 // (it lost leadership or is stopping).
 func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
-	if k.expiryHeld() {
+	cutoff, may := k.expiryCutoff()
+	if !may {
 		return true
 	}
 	for {
-		ids := k.table.Expired(k.s.cfg.ExpiryBatch)
+		ids := k.table.ExpiredBy(k.s.cfg.ExpiryBatch, cutoff)
 		if len(ids) == 0 {
 			return true
 		}
@@ -374,7 +377,7 @@ func (k *leaseKeeper) reap(stop <-chan struct{}) bool {
 
 // reconnectGrace is the time a new leader adds to every session's first
 // lease: twice what admitting one connection per session takes at the
-// admission rate (admission.go), at most limit. With expiryHeld it makes
+// admission rate (admission.go), at most limit. With expiryCutoff it makes
 // the rule: a session whose client is alive and reconnecting is not
 // expired because the leader was slow to take it back; a dead client's
 // session still ends within TTL + limit of the leader change (ExpiryTick
@@ -386,17 +389,59 @@ func reconnectGrace(sessions int, rate float64, limit time.Duration) time.Durati
 	return min(limit, time.Duration(2*float64(sessions)/rate*float64(time.Second)))
 }
 
-// expiryHeld reports whether expiry waits: within MaxReconnectGrace of
-// the table's load, while admission control turned a connection attempt
-// away in the last second. Those clients are alive and trying; the leader
-// is what is slow (Chubby's grace period, made to last as long as the
-// reconnect storm does, and no longer than MaxReconnectGrace).
-func (k *leaseKeeper) expiryHeld() bool {
+// expiryHoldWindow is how recent admission control's last refusal or
+// handshake must be for expiry to wait: longer than a refused client's
+// way back to the gate (its back-off, at most client.Config.MaxBackoff,
+// 1s, after a refusal it may only notice at its 1s handshake timeout),
+// so the last clients of a storm, back off and about to be admitted, are
+// still covered.
+const expiryHoldWindow = 3 * time.Second
+
+// expiryCutoff returns the latest deadline that may be expired now, or
+// false while expiry waits altogether: within MaxReconnectGrace of the
+// table's load, after admission control refused a client for load, while
+// it is still taking clients in (it refused an attempt for load or ended
+// a handshake within expiryHoldWindow, or one is in flight). Those
+// clients are alive and trying; the leader is what is slow (Chubby's
+// grace period, made to last as long as the reconnect storm does, and no
+// longer than MaxReconnectGrace). See expiryCutoff (the function) for
+// the rule.
+func (k *leaseKeeper) expiryCutoff() (time.Time, bool) {
 	k.mu.Lock()
 	loaded := k.loadedAt
 	k.mu.Unlock()
-	if loaded.IsZero() || k.clock.Now().Sub(loaded) >= k.s.cfg.MaxReconnectGrace {
-		return false
+	var takingIn, refusing bool
+	if adm := k.admission(); adm != nil {
+		// A storm is one that admission refused since the load: a leader
+		// that let every client straight in has no one left outside, and
+		// the connections it keeps taking are ordinary traffic.
+		takingIn = adm.refusedSince(loaded) && adm.takingIn(expiryHoldWindow)
+		refusing = adm.refusedWithin(expiryHoldWindow)
 	}
-	return k.s.front != nil && k.s.front.adm.refusedWithin(time.Second)
+	return expiryCutoff(k.clock.Now(), loaded, k.s.cfg.MaxReconnectGrace, takingIn, refusing)
+}
+
+func (k *leaseKeeper) admission() *admission {
+	if k.s.front == nil {
+		return nil
+	}
+	return k.s.front.adm
+}
+
+// expiryCutoff is the rule of both holds. Within maxGrace of the table's
+// load (a leader change) nothing expires while clients are being taken in.
+// Afterwards, while admission control refuses clients for load (a leader
+// overloaded in steady state: a client whose keepalive went unanswered
+// reconnects and is turned away), a session expires only maxGrace past
+// its deadline: its client may be one of those refused. A dead client's
+// session therefore ends at most TTL + maxGrace after its last keepalive
+// or the leader change (and at TTL when the leader refuses nobody).
+func expiryCutoff(now, loaded time.Time, maxGrace time.Duration, takingIn, refusing bool) (time.Time, bool) {
+	if !loaded.IsZero() && now.Sub(loaded) < maxGrace && takingIn {
+		return time.Time{}, false
+	}
+	if refusing {
+		return now.Add(-maxGrace), true
+	}
+	return now, true
 }

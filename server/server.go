@@ -278,6 +278,7 @@ func (s *Server) Start() error {
 	s.raft = r
 	s.crash.raft.Store(r)
 	s.goFunc(s.crash.run)
+	s.goFunc(func() { s.watchStall(s.stop) })
 	s.started = true
 	if !hasState {
 		if peers := s.initialPeers(); len(peers) > 0 {

@@ -138,9 +138,16 @@ func (t *LeaseTable) ResetAll(sessions map[uint64]time.Duration, grace time.Dura
 // calls Remove; if it cannot commit, Requeue hands them back. max <= 0
 // means no bound.
 func (t *LeaseTable) Expired(max int) []uint64 {
+	return t.ExpiredBy(max, t.clock.Now())
+}
+
+// ExpiredBy is Expired for the sessions whose deadline is not after
+// cutoff (a leader holding expiry for clients it refuses passes a cutoff
+// before now).
+func (t *LeaseTable) ExpiredBy(max int, cutoff time.Time) []uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.clock.Now()
+	now := cutoff
 	var ids []uint64
 	for len(t.queue) > 0 && (max <= 0 || len(ids) < max) {
 		l := t.queue[0]

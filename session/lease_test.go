@@ -305,3 +305,20 @@ func TestLeaseTableRetime(t *testing.T) {
 		t.Fatal("Retime of an unknown session succeeded")
 	}
 }
+
+// ExpiredBy hands out only the leases whose deadline is not after the
+// cutoff: a leader holding expiry for the clients it refuses passes one
+// before now.
+func TestLeaseTableExpiredBy(t *testing.T) {
+	clk := NewManualClock(epoch)
+	lt := NewLeaseTable(clk)
+	lt.Add(1, 10*time.Second)
+	lt.Add(2, 20*time.Second)
+	clk.Advance(30 * time.Second)
+	if got := lt.ExpiredBy(0, clk.Now().Add(-15*time.Second)); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("ExpiredBy(now-15s) = %v, want [1]", got)
+	}
+	if got := lt.Expired(0); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("Expired afterwards = %v, want [2]", got)
+	}
+}

@@ -52,6 +52,13 @@ const eventBuffer = 16
 // one TTL while the client looks for a leader, and then declares it
 // expired. The server saying so expires it at once.
 //
+// A client that hears from the cluster but is not yet taken back (the
+// leader refuses it for load, or an election or a new leader's load is
+// still running) calls Hold: the server holds its sessions meanwhile
+// (a new leader's reconnect grace, server/expiry.go), so the grace runs
+// on for one TTL after the last such word, up to Hold's limit past the
+// grace. A client that hears nothing keeps the plain grace.
+//
 // The tracker does not run timers: the client's keepalive loop calls Poll
 // at NextCheck (State, Deadline and the others poll too). Safe for
 // concurrent use.
@@ -64,6 +71,7 @@ type Tracker struct {
 	state    State
 	leaseEnd time.Time
 	grace    time.Duration
+	held     time.Time // no expiry for want of an ack before this (Hold)
 	lastSent time.Time
 	err      error
 }
@@ -112,6 +120,29 @@ func (t *Tracker) Acked(sentAt time.Time, ttl time.Duration) {
 	}
 }
 
+// Hold records that the cluster answered at now and the client is still
+// trying to be taken back (it may be refused for load, an election or a
+// new leader's load may be running): the session is not declared expired
+// for want of an ack before now plus the grace (or window, if longer: one
+// connection attempt's length), nor, whatever Hold is told, later than
+// limit past the end of the plain grace. limit is the longest the cluster
+// may hold a session it has not heard from (the members'
+// --max-reconnect-grace).
+func (t *Tracker) Hold(now time.Time, window, limit time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state == StateExpired {
+		return
+	}
+	until := now.Add(max(t.grace, window))
+	if most := t.leaseEnd.Add(t.grace + limit); until.After(most) {
+		until = most
+	}
+	if until.After(t.held) {
+		t.held = until
+	}
+}
+
 // Expire ends the session because the server said it is gone (see
 // IsExpiry) or the application gave up; cause is kept in Err.
 func (t *Tracker) Expire(cause error) {
@@ -147,7 +178,7 @@ func (t *Tracker) NextCheck() (at time.Time, ok bool) {
 	case StateExpired:
 		return time.Time{}, false
 	case StateJeopardy:
-		return t.leaseEnd.Add(t.grace), true
+		return t.expiryLocked(), true
 	}
 	return t.leaseEnd, true
 }
@@ -194,9 +225,19 @@ func (t *Tracker) pollLocked() {
 	if t.state != StateJeopardy && !now.Before(t.leaseEnd) {
 		t.setLocked(StateJeopardy)
 	}
-	if t.state == StateJeopardy && !now.Before(t.leaseEnd.Add(t.grace)) {
-		t.expireLocked(fmt.Errorf("no ack from a leader within the grace period of %v after the lease ended", t.grace))
+	if t.state == StateJeopardy && !now.Before(t.expiryLocked()) {
+		t.expireLocked(fmt.Errorf("no ack from a leader within the grace period of %v after the lease ended", t.expiryLocked().Sub(t.leaseEnd).Round(time.Millisecond)))
 	}
+}
+
+// expiryLocked is when the session is declared expired without an ack:
+// the end of the grace, or of a Hold.
+func (t *Tracker) expiryLocked() time.Time {
+	end := t.leaseEnd.Add(t.grace)
+	if t.held.After(end) {
+		return t.held
+	}
+	return end
 }
 
 func (t *Tracker) expireLocked(cause error) {

@@ -201,3 +201,58 @@ func TestIsExpiryNamespaceError(t *testing.T) {
 		t.Fatal("namespace.ErrNoSession is an expiry")
 	}
 }
+
+// TestTrackerHoldWhileTheClusterAnswers: a client the cluster answers but
+// has not taken back yet (refused for load, an election) keeps its
+// session one TTL past the last answer, up to the limit past the plain
+// grace; without Hold it expires at the plain grace.
+func TestTrackerHoldWhileTheClusterAnswers(t *testing.T) {
+	const ttl, limit = 10 * time.Second, 45 * time.Second
+	clk := NewManualClock(epoch)
+	plain := NewTracker(clk, epoch, ttl)
+	held := NewTracker(clk, epoch, ttl)
+	// Lease end at 10s, plain grace to 20s. The cluster keeps answering
+	// "busy" every second from 5s on.
+	for clk.Now().Before(epoch.Add(25 * time.Second)) {
+		clk.Advance(time.Second)
+		held.Hold(clk.Now(), 0, limit)
+	}
+	if s := plain.Poll(); s != StateExpired {
+		t.Fatalf("without Hold, 25s after the open: %v, want expired", s)
+	}
+	if s := held.Poll(); s != StateJeopardy {
+		t.Fatalf("held, 25s after the open: %v, want jeopardy", s)
+	}
+	if at, ok := held.NextCheck(); !ok || !at.Equal(clk.Now().Add(ttl)) {
+		t.Fatalf("NextCheck = %v %v, want a TTL after the last Hold", at, ok)
+	}
+	// A window longer than the TTL (a connection attempt's length) holds
+	// that long.
+	held.Hold(clk.Now(), 3*ttl, limit)
+	if at, _ := held.NextCheck(); !at.Equal(clk.Now().Add(3 * ttl)) {
+		t.Fatalf("NextCheck = %v, want the window after the Hold", at)
+	}
+	// An ack ends the jeopardy as usual.
+	sent := clk.Now()
+	held.Acked(sent, ttl)
+	if s := held.Poll(); s != StateReconnected {
+		t.Fatalf("after the ack: %v", s)
+	}
+
+	// Answers that never end do not hold a session past the limit: lease
+	// end 10s, grace 10s, limit 45s: expired at 65s.
+	clk2 := NewManualClock(epoch)
+	tr := NewTracker(clk2, epoch, ttl)
+	for clk2.Now().Before(epoch.Add(64 * time.Second)) {
+		clk2.Advance(time.Second)
+		tr.Hold(clk2.Now(), 0, limit)
+		if s := tr.Poll(); s == StateExpired {
+			t.Fatalf("expired at %v, before the limit", clk2.Now().Sub(epoch))
+		}
+	}
+	clk2.Advance(time.Second)
+	tr.Hold(clk2.Now(), 0, limit)
+	if s := tr.Poll(); s != StateExpired {
+		t.Fatalf("at 65s, held past the limit: %v", s)
+	}
+}

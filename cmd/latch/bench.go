@@ -64,7 +64,12 @@ func init() {
                   back on the new leader, sessions lost and leader changes
                   within --observe (want 1) are reported; with --flood D,
                   lock cycles run for D quiet and D under a flood of
-                  certificate-less handshakes and probes at the leader
+                  certificate-less handshakes and probes at the leader,
+                  sent by a latch bench flood process of its own
+  flood           opens QUIC handshakes without a client certificate and
+                  sends leader probes at --flood-target as fast as it can
+                  for --duration (64 and 8 goroutines), and prints how
+                  many; needs no cluster flags
   all             one after the other: lock, set, watch (-n each); contended
                   with 64 clients on a connection each, a random lock per
                   cycle (--duration); set by 64 proposers on 8 connections
@@ -123,6 +128,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
 			fs.DurationVar(&c.Observe, "observe", bench.DefaultObserve, "storm: how long to watch after --kill before counting lost sessions and leader changes")
 			fs.DurationVar(&c.Flood, "flood", 0, "storm: lock cycles for this long without, then with, a flood of certificate-less handshakes and probes at the leader")
+			floodTarget := fs.String("flood-target", "", "flood: the client address (host:port) to flood")
 			fs.BoolVar(&c.FullHandshakes, "full-handshakes", false, "sessions: every connection a full TLS handshake (no session tickets shared between clients)")
 			fs.IntVar(&c.DataSize, "data-size", bench.DefaultDataSize, "bytes of data of created and read nodes")
 			fs.BoolVar(&c.RandomLock, "random", false, "contended: every cycle takes a random lock instead of lock i mod --locks")
@@ -167,8 +173,19 @@ the leader's admin /metrics before and after the window).`,
 					}
 					return e.emit(rep, func(w io.Writer) { rep.WriteTable(w) })
 				}
+				if args[0] == bench.ScenarioFlood {
+					if *floodTarget == "" {
+						return fmt.Errorf("%w: flood needs --flood-target", errUsage)
+					}
+					attempts, probes := bench.Flood(ctx, *floodTarget, c.Duration)
+					_, err := io.WriteString(e.stdout, bench.FormatFlood(attempts, probes))
+					return err
+				}
 				cfg := c
 				cfg.Scenario = args[0]
+				if exe, err := os.Executable(); err == nil && cfg.Flood > 0 {
+					cfg.FloodCommand = []string{exe, "bench"}
+				}
 				if cfg.DataSize == 0 {
 					cfg.DataSize = -1 // --data-size 0: no data, not the default
 				}

@@ -135,6 +135,11 @@ type Config struct {
 	// Observe is how long storm watches after Kill before it counts lost
 	// sessions and leader changes. Default DefaultObserve.
 	Observe time.Duration
+	// FloodCommand, when set, runs storm's flood as a process of its own:
+	// this command (argv) followed by --flood-target ADDR --duration D
+	// flood, which must print FormatFlood's line (the latch CLI sets it to
+	// itself). Empty: the flood runs in the measuring process.
+	FloodCommand []string
 	// Flood makes storm run lock cycles for Flood without, then Flood
 	// with, a flood of certificate-less handshakes and leader probes.
 	Flood time.Duration

@@ -200,13 +200,17 @@ func (r *Report) WriteTable(w io.Writer) {
 		if k := s.Kill; k != nil {
 			row("signal", "SIG%s to the leader %s; watched %s", strings.ToUpper(k.Signal), k.Leader, dur(k.Observe))
 			row("leader changes", "%d after the signal (want 1), new leader %s", k.LeaderChanges, k.NewLeader)
-			row("lost, failed", "%d sessions lost, %d first calls failed", k.Lost, k.Failed)
+			row("lost, failed", "%d sessions lost (%d ended by the cluster, %d given up by their client), %d first calls failed", k.Lost, k.LostByServer, k.Lost-k.LostByServer, k.Failed)
 			row("reconnect", "p50 %s, p90 %s, p99 %s, max %s (%d clients)", dur(k.Reconnect.P50), dur(k.Reconnect.P90), dur(k.Reconnect.P99), dur(k.Reconnect.Max), k.Reconnect.Count)
-			row("new leader admitted", "%d full and %d resumed handshakes; %d attempts refused for load", k.FullHandshakes, k.Resumed, k.RefusedForLoad)
+			row("new leader admitted", "%d full and %d resumed handshakes, %d abandoned by their client; %d attempts refused for load", k.FullHandshakes, k.Resumed, k.Abandoned, k.RefusedForLoad)
 		}
 		if f := s.Flood; f != nil {
 			row("lock cycles, quiet", "%s/s, p99 %s (%s)", num(f.QuietCyclesPerSec), dur(f.QuietP99), dur(f.Duration))
-			row("lock cycles, flooded", "%s/s, p99 %s; the flood: %d handshakes without a certificate, %d probes", num(f.FloodedCyclesPerSec), dur(f.FloodedP99), f.Attempts, f.Probes)
+			where := "in this process"
+			if f.Separate {
+				where = "from a process of its own"
+			}
+			row("lock cycles, flooded", "%s/s, p99 %s; the flood, %s: %d handshakes without a certificate, %d probes", num(f.FloodedCyclesPerSec), dur(f.FloodedP99), where, f.Attempts, f.Probes)
 			row("leader changes", "%d under the flood (want 0)", f.LeaderChanges)
 		}
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -181,7 +182,7 @@ func (r *runner) measure(rep *Report, sc *scraper, h *held, before sample, st0 a
 		h := (s2.liveHeap - before.liveHeap) / float64(load.Sessions)
 		load.LiveHeapPerSession = &h
 	}
-	load.Lost = h.lost()
+	load.Lost, _ = h.lost()
 	if load.Lost > 0 {
 		return fmt.Errorf("%w: %d of %d", ErrSessionsLost, load.Lost, load.Sessions)
 	}
@@ -287,17 +288,34 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 	return int(opened.Load()), elapsed, ok, firstError(errs)
 }
 
-// lost counts sessions that ended while held.
-func (h *held) lost() int {
-	var n int
+// lost counts sessions that ended while held (those never opened are
+// not counted), and of them those the server ended: the others the
+// client gave up on itself, having heard from no leader within its
+// session's grace (session.Tracker).
+func (h *held) lost() (n, byServer int) {
+	n, byServer, _ = h.lostWhy()
+	return n, byServer
+}
+
+// lostWhy is lost with the error of one session its client gave up on.
+func (h *held) lostWhy() (n, byServer int, example string) {
 	for _, s := range h.sessions {
+		if s == nil {
+			continue
+		}
 		select {
 		case <-s.Done():
 			n++
+			var se *session.Error
+			if errors.As(s.Err(), &se) {
+				byServer++
+			} else if example == "" {
+				example = s.Err().Error()
+			}
 		default:
 		}
 	}
-	return n
+	return n, byServer, example
 }
 
 // closeSessions closes every open session, Concurrency at a time, and

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
-	"github.com/latch-io/latch/session"
 )
 
 // Storm is what the storm scenario adds: the stability measurements of a
@@ -41,19 +40,24 @@ type StormKill struct {
 	// LeaderChanges counts leader changes within Observe of the signal
 	// (1: the failover and nothing more).
 	LeaderChanges int `json:"leader_changes"`
-	// Lost counts held sessions that ended; Failed the clients whose first
-	// call after the signal failed.
-	Lost   int `json:"lost"`
-	Failed int `json:"failed"`
+	// Lost counts held sessions that ended, LostByServer those of them
+	// the cluster ended (the rest the client gave up on itself, having
+	// heard from no leader within its grace); Failed the clients whose
+	// first call after the signal failed.
+	Lost         int `json:"lost"`
+	LostByServer int `json:"lost_by_server"`
+	Failed       int `json:"failed"`
 	// Reconnect is the time from the signal to each client's first
 	// successful call on the new leader.
 	Reconnect Latency `json:"reconnect"`
 	// NewLeader and what its admission control did meanwhile: attempts
-	// refused for load, handshakes full and resumed.
+	// refused for load, handshakes full and resumed, and handshakes it
+	// admitted that the client abandoned (gave up waiting, or went away).
 	NewLeader      string `json:"new_leader"`
 	RefusedForLoad int    `json:"refused_for_load"`
 	FullHandshakes int    `json:"full_handshakes"`
 	Resumed        int    `json:"resumed_handshakes"`
+	Abandoned      int    `json:"abandoned_handshakes"`
 }
 
 // StormFlood is the flood comparison of a storm run.
@@ -64,8 +68,10 @@ type StormFlood struct {
 	QuietP99            Millis  `json:"quiet_p99_ms"`
 	FloodedCyclesPerSec float64 `json:"flooded_cycles_per_sec"`
 	FloodedP99          Millis  `json:"flooded_p99_ms"`
-	// Attempts and Probes are what the flood sent; LeaderChanges what it
-	// cost (it must be 0).
+	// Separate: the flood ran in a process of its own (FloodCommand),
+	// not in the measuring one. Attempts and Probes are what the flood
+	// sent; LeaderChanges what it cost (it must be 0).
+	Separate      bool  `json:"separate_process"`
 	Attempts      int64 `json:"handshake_attempts"`
 	Probes        int64 `json:"probes"`
 	LeaderChanges int   `json:"leader_changes"`
@@ -174,7 +180,7 @@ func (r *runner) storm(rep *Report) error {
 		}
 		st.OpenError = err.Error()
 	}
-	if r.cfg.Kill != "" && h != nil && sc != nil {
+	if r.cfg.Kill != "" && h != nil && sc != nil && st.OpenError == "" {
 		if err := r.kill(st, h, sc, tw); err != nil {
 			return err
 		}
@@ -197,6 +203,9 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	if err != nil {
 		return err
 	}
+	if ast.State != "Leader" {
+		return fmt.Errorf("%w: %s is %s by the time of the signal", ErrLeaderChanged, ast.ID, ast.State)
+	}
 	if ast.PID <= 0 {
 		return fmt.Errorf("%w: the leader's status names no pid (an older latchd?)", ErrBadConfig)
 	}
@@ -207,17 +216,15 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	}
 	k := &StormKill{Signal: r.cfg.Kill, Leader: ast.ID, Observe: Millis(r.cfg.Observe)}
 	st.Kill = k
+	// Every other member's admission counters, read before the signal:
+	// whichever becomes the leader, its figures are what it did from the
+	// signal on (read after it, under the storm, they came late).
+	others := r.admissionCounters(ast.ID)
 	tw.take()
 	r.logf("sending SIG%s to the leader %s (pid %d)", map[bool]string{true: "KILL", false: "STOP"}[sig == syscall.SIGKILL], ast.ID, ast.PID)
 	t0 := time.Now()
 	if err := syscall.Kill(ast.PID, sig); err != nil {
 		return fmt.Errorf("signal the leader: %w", err)
-	}
-	// The new leader's counters, read as soon as it is known.
-	var before struct {
-		sc                 *scraper
-		id                 string
-		refused, res, full int
 	}
 	lat := make([]time.Duration, 0, len(h.clients))
 	var mu sync.Mutex
@@ -240,30 +247,73 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 			mu.Unlock()
 		})
 	}
-	if sc2, id, err := r.leaderScraper(ast.ID); err == nil {
-		before.sc, before.id = sc2, id
-		ctx, cancel := r.opCtx()
-		before.refused, _ = sc2.counter(ctx, "latch_admission_refused_total")
-		before.res, before.full, _, _ = sc2.handshakes(ctx, id)
-		cancel()
-	}
 	wg.Wait()
 	k.Reconnect = Summarize(lat)
 	k.Failed = int(failed.Load())
 	sleep(r.mctx, time.Until(t0.Add(r.cfg.Observe)))
-	k.Lost = h.lost()
+	var why string
+	k.Lost, k.LostByServer, why = h.lostWhy()
+	if why != "" {
+		r.logf("a session its client gave up on: %s", why)
+	}
 	k.LeaderChanges = tw.take()
-	if before.sc != nil {
-		ctx, cancel := r.opCtx()
-		refused, _ := before.sc.counter(ctx, "latch_admission_refused_total")
-		res, full, _, _ := before.sc.handshakes(ctx, before.id)
-		cancel()
-		k.NewLeader = before.id
-		k.RefusedForLoad = refused - before.refused
-		k.Resumed, k.FullHandshakes = res-before.res, full-before.full
+	if _, id, err := r.leaderScraper(ast.ID); err == nil {
+		k.NewLeader = id
+		if b, ok := others[id]; ok {
+			a := b.read(r)
+			k.RefusedForLoad = a.refused - b.refused
+			k.Resumed, k.FullHandshakes = a.res-b.res, a.full-b.full
+			k.Abandoned = a.abandoned - b.abandoned
+		}
 	}
 	return nil
 }
+
+// admissionCount is a member's admission counters at one moment.
+type admissionCount struct {
+	sc                            *scraper
+	id                            string
+	refused, res, full, abandoned int
+}
+
+// admissionCounters reads the admission counters of every member but
+// skip.
+func (r *runner) admissionCounters(skip string) map[string]admissionCount {
+	ctx, cancel := r.opCtx()
+	members, err := r.ctl.Members(ctx)
+	cancel()
+	out := map[string]admissionCount{}
+	if err != nil {
+		return out
+	}
+	for _, m := range members {
+		if m.ID == skip {
+			continue
+		}
+		_, addr, err := leaderAdmin([]client.MemberInfo{{ID: m.ID, Leader: true, HTTPAddr: m.HTTPAddr, ClientAddr: m.ClientAddr}})
+		if err != nil {
+			continue
+		}
+		c := admissionCount{sc: newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS), id: m.ID}
+		out[m.ID] = c.read(r)
+	}
+	return out
+}
+
+// read returns c's counters now.
+func (c admissionCount) read(r *runner) admissionCount {
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	n := admissionCount{sc: c.sc, id: c.id}
+	n.refused, _ = c.sc.counter(ctx, "latch_admission_refused_total")
+	n.abandoned, _ = c.sc.counter(ctx, abandonedSeries)
+	n.res, n.full, _, _ = c.sc.handshakes(ctx, c.id)
+	return n
+}
+
+// abandonedSeries is the admission metric of handshakes admitted and
+// abandoned by their client.
+const abandonedSeries = `latch_admission_handshakes_total{end="abandoned"}`
 
 // leaderScraper waits for a leader other than old and returns a scraper
 // of its admin endpoint.
@@ -308,37 +358,34 @@ func (r *runner) flood(st *Storm, tw *termWatch) error {
 	st.Flood = f
 	tw.take()
 	f.QuietCyclesPerSec, f.QuietP99 = r.cycles(r.cfg.Flood)
-	noCert := r.cfg.Client.TLS.Clone()
-	noCert.Certificates, noCert.GetClientCertificate, noCert.ClientSessionCache = nil, nil, nil
+	// The flood runs as long as the flooded cycles and a little longer,
+	// so they never see it end.
 	fctx, fcancel := context.WithCancel(r.mctx)
-	var wg sync.WaitGroup
-	var attempts, probes atomic.Int64
-	for range 64 {
-		wg.Go(func() {
-			for fctx.Err() == nil {
-				dctx, cancel := context.WithTimeout(fctx, time.Second)
-				if c, err := session.Dial(dctx, target, noCert, session.Config{}); err == nil {
-					c.Close()
-				}
-				cancel()
-				attempts.Add(1)
-			}
-		})
+	defer fcancel()
+	floodFor := r.cfg.Flood + 2*time.Second
+	type result struct {
+		attempts, probes int64
+		err              error
 	}
-	for range 8 {
-		wg.Go(func() {
-			for fctx.Err() == nil {
-				pctx, cancel := context.WithTimeout(fctx, 20*time.Millisecond)
-				session.Probe(pctx, target, 0)
-				cancel()
-				probes.Add(1)
-			}
-		})
-	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		if cmd := r.cfg.FloodCommand; len(cmd) > 0 {
+			res.attempts, res.probes, res.err = floodProcess(fctx, cmd, target, floodFor)
+		} else {
+			res.attempts, res.probes = Flood(fctx, target, floodFor)
+		}
+		done <- res
+	}()
+	f.Separate = len(r.cfg.FloodCommand) > 0
+	// A process needs a moment to start flooding.
+	sleep(r.mctx, time.Second)
 	f.FloodedCyclesPerSec, f.FloodedP99 = r.cycles(r.cfg.Flood)
-	fcancel()
-	wg.Wait()
-	f.Attempts, f.Probes = attempts.Load(), probes.Load()
+	res := <-done
+	if res.err != nil {
+		return res.err
+	}
+	f.Attempts, f.Probes = res.attempts, res.probes
 	f.LeaderChanges = tw.take()
 	return nil
 }
