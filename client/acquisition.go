@@ -27,6 +27,15 @@ type acquisition struct {
 	attempts int    // calls sent and streams opened
 	stream   bool   // send the request on a stream, not as a call (see lockHandle.waited)
 	queued   bool   // the request waited in the queue
+	// unanswered: the answer of a call that ctx ended before it came
+	// (call); abandon withdraws the node it names.
+	unanswered <-chan callAnswer
+}
+
+// callAnswer is the answer of one MsgLockCall.
+type callAnswer struct {
+	resp *session.Response
+	err  error
 }
 
 // newRequestID returns a random lock request id.
@@ -94,14 +103,40 @@ func (a *acquisition) attempt(ctx context.Context, l *link, req *session.Request
 // call sends req as MsgLockCall, which rides the mux stream: a lock
 // granted at once costs no stream of its own. It returns the hold, or
 // nil and no error when the request was queued (a.node names it).
+//
+// The call is not cancelled when ctx ends: its answer, which comes once
+// the request is applied, is the only way to withdraw it safely. A call
+// cancelled while its request is being committed, with a withdrawal by
+// request id sent alongside, raced the commit: the withdrawal could be
+// served before the request was applied (finding none, so done), and
+// the cancel after the server's last look at the call before answering
+// (so the server did not withdraw it either); the request then stayed
+// queued, and was granted to nobody. So a Lock whose ctx ends returns
+// at once, and abandon waits for the answer in the background and
+// withdraws the node it names, after the request is applied.
 func (a *acquisition) call(ctx context.Context, l *link, req *session.Request) (*hold, error) {
 	a.attempts++
 	lc := *req
 	lc.Type, lc.TimeoutMillis = session.MsgLockCall, 0
-	resp, err := session.RoundTrip(ctx, l.conn, &lc)
-	if err == nil {
-		err = resp.Err()
+	answer := make(chan callAnswer, 1)
+	c := a.h.c
+	if !c.goFunc(func() {
+		resp, err := session.RoundTrip(c.ctx, l.conn, &lc)
+		if err == nil {
+			err = resp.Err()
+		}
+		answer <- callAnswer{resp: resp, err: err}
+	}) {
+		return nil, ErrClosed
 	}
+	var an callAnswer
+	select {
+	case an = <-answer:
+	case <-ctx.Done():
+		a.unanswered = answer
+		return nil, ctx.Err()
+	}
+	resp, err := an.resp, an.err
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +294,18 @@ func (a *acquisition) wrap(ctx context.Context, err error) error {
 func (a *acquisition) abandon() {
 	h := a.h
 	switch {
+	case a.unanswered != nil:
+		// A call ctx ended before its answer: the answer names the node
+		// (see call); without one (the call failed), the request id.
+		answer, reqID := a.unanswered, a.reqID
+		h.c.goFunc(func() {
+			an := <-answer
+			which := session.Request{RequestID: reqID}
+			if an.err == nil && an.resp.Node != "" {
+				which = session.Request{Node: an.resp.Node}
+			}
+			h.withdrawInBackground(which)
+		})
 	case a.node != "":
 		h.releaseLater(session.Request{Node: a.node})
 	case a.attempts > 0:

@@ -253,14 +253,17 @@ func (h *lockHandle) withdraw(ctx context.Context, which session.Request) error 
 // not end the attempt. The session's end (or the client's) ends it: that
 // releases the request anyway.
 func (h *lockHandle) releaseLater(which session.Request) {
-	h.c.goFunc(func() {
-		ctx, cancel := h.s.lifeCtx()
-		defer cancel()
-		if err := h.withdraw(ctx, which); err != nil {
-			h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session",
-				"node", which.Node, "request_id", which.RequestID, "err", err)
-		}
-	})
+	h.c.goFunc(func() { h.withdrawInBackground(which) })
+}
+
+// withdrawInBackground is releaseLater's work, on the caller's goroutine.
+func (h *lockHandle) withdrawInBackground(which session.Request) {
+	ctx, cancel := h.s.lifeCtx()
+	defer cancel()
+	if err := h.withdraw(ctx, which); err != nil {
+		h.c.log.Debug("latch: releasing an abandoned lock request failed; it ends with the session",
+			"node", which.Node, "request_id", which.RequestID, "err", err)
+	}
 }
 
 // renew runs Renew.
