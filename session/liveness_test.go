@@ -238,6 +238,74 @@ func TestEchoPingsEchoesPingsOnly(t *testing.T) {
 	}
 }
 
+// TestPingEchoerRunsOnlyWhileCalled: the echo goroutine answers pings
+// while a call is in flight, ends once none is and no ping came for
+// EchoLinger (an idle connection holds no goroutine for its pings), and a
+// ping that arrived meanwhile is answered at the next Wake.
+func TestPingEchoerRunsOnlyWhileCalled(t *testing.T) {
+	srvTLS, cliTLS := devTLS(t)
+	ln, err := Listen("127.0.0.1:0", srvTLS, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx := testCtx(t)
+	var echoed atomic.Uint64
+	var busy atomic.Bool
+	accepted := make(chan *PingEchoer, 1)
+	go func() {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- conn.NewPingEchoer(&echoed, busy.Load)
+	}()
+	conn := dialTest(t, ln.Addr().String(), cliTLS, Config{FailureTimeout: time.Minute})
+	e := <-accepted
+	if e == nil {
+		t.Fatal("accept failed")
+	}
+	ping := func(b string) {
+		t.Helper()
+		if err := conn.SendDatagram([]byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectEcho := func(want string) {
+		t.Helper()
+		echo, err := conn.ReceiveDatagram(ctx)
+		if err != nil || string(echo) != want {
+			t.Fatalf("echo %q %v, want %q", echo, err, want)
+		}
+	}
+
+	busy.Store(true)
+	e.Wake()
+	ping("pingaaaa")
+	expectEcho("pingaaaa")
+	if !e.Running() {
+		t.Fatal("the echo goroutine ended while a call was in flight")
+	}
+
+	busy.Store(false)
+	waitFor(t, "the echo goroutine to end on an idle connection", func() bool { return !e.Running() })
+	ping("pingbbbb") // queued: nobody reads it until the next call
+	busy.Store(true)
+	e.Wake()
+	expectEcho("pingbbbb")
+
+	conn.Close()
+	<-e.conn.Context().Done()
+	e.Wait() // ends with the connection, busy or not
+	if e.Running() {
+		t.Fatal("running after the connection ended")
+	}
+	if n := echoed.Load(); n != 2 {
+		t.Fatalf("%d echoes counted, want 2", n)
+	}
+}
+
 func TestConfigValidateFailureTimeout(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, time.Millisecond} {
 		if err := (Config{FailureTimeout: d}).Validate(); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "FailureTimeout") {
