@@ -378,7 +378,6 @@ func (f *front) acceptLoop() {
 			sem:      make(chan struct{}, f.s.cfg.MaxRequestsPerConn),
 			attached: map[uint64]struct{}{},
 		}
-		c.log = f.log.With("client", conn.RemoteAddr().String())
 		if conn.ConnectionState().TLS.DidResume {
 			f.handshakes[1].Add(1)
 		} else {
@@ -393,7 +392,7 @@ func (f *front) acceptLoop() {
 		if len(f.conns) >= f.s.cfg.MaxConns {
 			f.mu.Unlock()
 			f.refusedConns.Add(1)
-			c.log.Warn("refused client connection", "cap", "--max-conns", "max", f.s.cfg.MaxConns)
+			c.logger().Warn("refused client connection", "cap", "--max-conns", "max", f.s.cfg.MaxConns)
 			conn.CloseWithError(session.ConnBusy, fmt.Sprintf("latch: server busy: %d client connections open (--max-conns); try another member or later", f.s.cfg.MaxConns))
 			continue
 		}
@@ -417,11 +416,11 @@ func (f *front) acceptLoop() {
 type clientConn struct {
 	f        *front
 	conn     *session.Conn
-	identity string // TLS identity of the client certificate, "" without one
-	host     string // the client's IP address: the quota key of identity ""
-	log      *slog.Logger
+	identity string        // TLS identity of the client certificate, "" without one
+	host     string        // the client's IP address: the quota key of identity ""
 	sem      chan struct{} // one slot per request in flight
 	idle     *time.Timer   // see idleTimer
+	echo     *session.PingEchoer
 
 	mu       sync.Mutex
 	attached map[uint64]struct{}
@@ -430,6 +429,24 @@ type clientConn struct {
 	watchBytes watchBudget // guarded by the watch hub's lock
 	resumes    connResumes // guarded by the resume limiter's lock
 	endMux     func()      // ends the connection's mux stream, if one is served
+}
+
+// logger is the member's logger naming the client. Built when something
+// is logged, not per connection: most connections log nothing, and a
+// logger with an attribute costs a handler of its own.
+func (c *clientConn) logger() *slog.Logger {
+	if c.conn == nil { // an HTTP API request's view (api.go)
+		return c.f.log
+	}
+	return c.f.log.With("client", c.conn.RemoteAddr().String())
+}
+
+// debug logs at debug level, building the client's logger only when that
+// level is on: "client connected" is logged for every connection.
+func (c *clientConn) debug(msg string, args ...any) {
+	if c.f.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 func (c *clientConn) attach(id uint64) {
@@ -467,12 +484,18 @@ func (c *clientConn) checkSession(id uint64) error {
 // connection ends, after every stream goroutine has.
 func (c *clientConn) serve() {
 	var wg sync.WaitGroup
+	c.echo = c.conn.NewPingEchoer(&c.f.pingsEchoed, func() bool { return len(c.sem) > 0 })
+	defer c.echo.Wait() // after wg.Wait: the last Wake is in a stream's goroutine
 	defer wg.Wait()
 	defer c.conn.CloseWithError(session.ConnClosed, "")
 	// Echo liveness pings from the start: a client pings while its Hello
-	// waits too.
-	wg.Go(func() { c.conn.EchoPings(&c.f.pingsEchoed) })
-	if !c.hello() {
+	// waits too, and Hello holds a request slot so that the echo goroutine
+	// stays while it does.
+	c.sem <- struct{}{}
+	c.echo.Wake()
+	ok := c.hello()
+	<-c.sem
+	if !ok {
 		return
 	}
 	c.idle = c.idleTimer()
@@ -514,6 +537,7 @@ func (c *clientConn) take() error {
 	}
 	select {
 	case c.f.streams <- struct{}{}:
+		c.echo.Wake() // a call waits: the client may ping
 		return nil
 	default:
 		<-c.sem
@@ -564,7 +588,7 @@ func (c *clientConn) hello() bool {
 		return false
 	}
 	if err := session.CheckHello(req); err != nil {
-		c.log.Info("refused client", "err", err, "client_name", req.ClientName)
+		c.logger().Info("refused client", "err", err, "client_name", req.ClientName)
 		_ = session.Reply(str, session.ErrorResponse(err))
 		select {
 		case <-c.conn.Context().Done():
@@ -573,7 +597,7 @@ func (c *clientConn) hello() bool {
 		c.conn.CloseWithError(session.ConnVersion, err.Error())
 		return false
 	}
-	c.log.Debug("client connected", "client_name", req.ClientName, "identity", c.identity)
+	c.debug("client connected", "client_name", req.ClientName, "identity", c.identity)
 	return session.Reply(str, c.helloResponse()) == nil
 }
 
@@ -626,7 +650,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 	defer session.EndStream(str)
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
+			c.logger().Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
 			session.Reject(str, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 		}
 	}()
@@ -634,7 +658,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // io.EOF: the client sent nothing at all
-			c.log.Debug("bad request", "err", err)
+			c.debug("bad request", "err", err)
 			session.Reject(str, requestError(err, c.f.s.cfg.RequestReadTimeout))
 		}
 		return
@@ -689,7 +713,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 		case errors.As(err, &se):
 			end() // the client reset the stream: it is over, not the connection
 		default:
-			c.log.Debug("mux stream write failed", "err", err)
+			c.debug("mux stream write failed", "err", err)
 			c.conn.CloseWithError(session.ConnProtocol, "latch: the client does not read its mux stream")
 		}
 	}
@@ -697,7 +721,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 		call, err := m.Next()
 		if err != nil {
 			if errors.Is(err, session.ErrMalformed) || errors.Is(err, session.ErrFrameTooLarge) {
-				c.log.Debug("bad mux stream", "err", err)
+				c.debug("bad mux stream", "err", err)
 				c.conn.CloseWithError(session.ConnProtocol, err.Error())
 			}
 			return
@@ -717,7 +741,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			defer c.give()
 			defer func() {
 				if r := recover(); r != nil {
-					c.log.Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
+					c.logger().Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
 					reply(call, session.ErrorResponse(fmt.Errorf("%w: the request failed on the server", session.ErrInternal)))
 				}
 			}()
