@@ -378,6 +378,7 @@ func (f *front) acceptLoop() {
 			sem:      make(chan struct{}, f.s.cfg.MaxRequestsPerConn),
 			attached: map[uint64]struct{}{},
 		}
+		c.echo = conn.NewPingEchoer(&f.pingsEchoed, func() bool { return len(c.sem) > 0 })
 		if conn.ConnectionState().TLS.DidResume {
 			f.handshakes[1].Add(1)
 		} else {
@@ -484,7 +485,6 @@ func (c *clientConn) checkSession(id uint64) error {
 // connection ends, after every stream goroutine has.
 func (c *clientConn) serve() {
 	var wg sync.WaitGroup
-	c.echo = c.conn.NewPingEchoer(&c.f.pingsEchoed, func() bool { return len(c.sem) > 0 })
 	defer c.echo.Wait() // after wg.Wait: the last Wake is in a stream's goroutine
 	defer wg.Wait()
 	defer c.conn.CloseWithError(session.ConnClosed, "")
@@ -514,6 +514,9 @@ func (c *clientConn) serve() {
 			session.EndStream(str)
 			continue
 		}
+		// A request waits on the member: its client may ping. After take:
+		// the echoer ends only when it sees no request in flight.
+		c.echo.Wake()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -537,7 +540,6 @@ func (c *clientConn) take() error {
 	}
 	select {
 	case c.f.streams <- struct{}{}:
-		c.echo.Wake() // a call waits: the client may ping
 		return nil
 	default:
 		<-c.sem
@@ -734,6 +736,15 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 		if refused := c.take(); refused != nil {
 			reply(call, session.ErrorResponse(refused))
 			continue
+		}
+		if call.Req.Type != session.MsgKeepAlive {
+			// A call waits on the member: its client may ping (after
+			// take, as for a stream). Not for
+			// a keepalive, the one call of an idle connection: it is
+			// answered from the lease table in memory, waiting on
+			// nothing but the CPU an echo would need too, and its
+			// answer is what the client hears.
+			c.echo.Wake()
 		}
 		wg.Add(1)
 		c.f.workers.run(func() {
