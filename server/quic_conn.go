@@ -342,15 +342,12 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			reply(call, session.ErrorResponse(refused))
 			continue
 		}
-		if call.Req.Type != session.MsgKeepAlive {
-			// A call waits on the member: its client may ping (after
-			// take, as for a stream). Not for
-			// a keepalive, the one call of an idle connection: it is
-			// answered from the lease table in memory, waiting on
-			// nothing but the CPU an echo would need too, and its
-			// answer is what the client hears.
-			c.echo.Wake()
-		}
+		// A call waits on the member: its client may ping (after take,
+		// as for a stream). A keepalive too: under load its answer can
+		// queue behind other calls for longer than the client's
+		// FailureTimeout, and the echo is what keeps the client from
+		// giving up a live member.
+		c.echo.Wake()
 		wg.Add(1)
 		c.f.workers.run(func() {
 			defer wg.Done()
