@@ -259,8 +259,10 @@ const EchoLinger = 250 * time.Millisecond
 // no call in flight and EchoLinger passed without a ping. A ping that
 // arrives after it ended waits in quic-go's bounded datagram queue and is
 // answered at the next Wake: it was not sent for a call, since none was
-// in flight. So an idle connection costs no goroutine for its pings,
-// where EchoPings costs one for the connection's life.
+// in flight. So a connection costs a goroutine for its pings only while
+// it has calls and EchoLinger after (a session's keepalive every TTL/3 is
+// such a call: with a 10s TTL, a goroutine for a quarter second in every
+// 3.3 seconds), where EchoPings costs one for the connection's life.
 type PingEchoer struct {
 	conn    *Conn
 	echoed  *atomic.Uint64
