@@ -133,12 +133,6 @@ func (c *clientConn) serve() {
 	}
 }
 
-// echoDelay is how long a call on the mux stream may wait for its answer
-// before the connection's ping echoer is started: far below the quarter
-// of a client's FailureTimeout after which it pings (75ms by default),
-// far above what an in-memory answer such as a keepalive takes.
-const echoDelay = 10 * time.Millisecond
-
 // take claims a request slot: one of the connection's
 // (MaxRequestsPerConn) and one of the member's (MaxStreams). When either
 // is full it fails with ErrBusy naming the cap: requests are refused at
@@ -348,19 +342,16 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			reply(call, session.ErrorResponse(refused))
 			continue
 		}
-		// A call that waits on the member lets its client ping: one
-		// still unanswered after echoDelay wakes the echoer (after take,
-		// as for a stream). Keepalives too: under load their answers can
+		// A call waits on the member: its client may ping (after take,
+		// as for a stream). A keepalive too: under load its answer can
 		// queue behind other calls for longer than the client's
 		// FailureTimeout, and the echo is what keeps the client from
-		// giving up a live member. Most calls, the keepalives of idle
-		// connections above all, are answered sooner and start nothing.
-		wake := time.AfterFunc(echoDelay, c.echo.Wake)
+		// giving up a live member.
+		c.echo.Wake()
 		wg.Add(1)
 		c.f.workers.run(func() {
 			defer wg.Done()
 			defer c.give()
-			defer wake.Stop() // before give: a Wake comes while the call holds its slot
 			defer func() {
 				if r := recover(); r != nil {
 					c.logger().Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
