@@ -228,7 +228,7 @@
 //     yet", never the dead one.
 //  3. Clients notice (225-300ms, in parallel with 1-2): while a call
 //     waits, the client pings (a QUIC datagram the member echoes, see
-//     session.PingEchoer) after a quarter of
+//     session.(*Conn).EchoPings) after a quarter of
 //     client.Config.FailureTimeout (300ms) of silence and closes after the
 //     rest (package client); idle connections only after
 //     IdleFailureTimeout (10s).

@@ -246,7 +246,6 @@ func (f *front) acceptLoop() {
 			sem:      make(chan struct{}, f.s.cfg.MaxRequestsPerConn),
 			attached: map[uint64]struct{}{},
 		}
-		c.echo = conn.NewPingEchoer(&f.pingsEchoed, func() bool { return len(c.sem) > 0 })
 		if conn.ConnectionState().TLS.DidResume {
 			f.handshakes[1].Add(1)
 		} else {

@@ -26,7 +26,6 @@ type clientConn struct {
 	host     string        // the client's IP address: the quota key of identity ""
 	sem      chan struct{} // one slot per request in flight
 	idle     *time.Timer   // see idleTimer
-	echo     *session.PingEchoer
 
 	mu       sync.Mutex
 	attached map[uint64]struct{}
@@ -90,17 +89,12 @@ func (c *clientConn) checkSession(id uint64) error {
 // connection ends, after every stream goroutine has.
 func (c *clientConn) serve() {
 	var wg sync.WaitGroup
-	defer c.echo.Wait() // after wg.Wait: the last Wake is in a stream's goroutine
 	defer wg.Wait()
 	defer c.conn.CloseWithError(session.ConnClosed, "")
 	// Echo liveness pings from the start: a client pings while its Hello
-	// waits too, and Hello holds a request slot so that the echo goroutine
-	// stays while it does.
-	c.sem <- struct{}{}
-	c.echo.Wake()
-	ok := c.hello()
-	<-c.sem
-	if !ok {
+	// waits too.
+	wg.Go(func() { c.conn.EchoPings(&c.f.pingsEchoed) })
+	if !c.hello() {
 		return
 	}
 	c.idle = c.idleTimer()
@@ -119,9 +113,6 @@ func (c *clientConn) serve() {
 			session.EndStream(str)
 			continue
 		}
-		// A request waits on the member: its client may ping. After take:
-		// the echoer ends only when it sees no request in flight.
-		c.echo.Wake()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -342,12 +333,6 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			reply(call, session.ErrorResponse(refused))
 			continue
 		}
-		// A call waits on the member: its client may ping (after take,
-		// as for a stream). A keepalive too: under load its answer can
-		// queue behind other calls for longer than the client's
-		// FailureTimeout, and the echo is what keeps the client from
-		// giving up a live member.
-		c.echo.Wake()
 		wg.Add(1)
 		c.f.workers.run(func() {
 			defer wg.Done()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -209,10 +208,9 @@ func (w *watchdog) receive(ctx context.Context, d time.Duration, heard *time.Dur
 
 // EchoPings answers the client's liveness pings (see watchdog) until the
 // connection ends: every datagram of pingSize is sent back as it came,
-// and counted in echoed when it is not nil. It costs a goroutine blocked
-// on the connection for the connection's life; servers with many idle
-// connections use a PingEchoer, whose goroutine runs only while calls
-// wait.
+// and counted in echoed when it is not nil. Servers run it on every
+// connection that negotiated datagrams; it costs a goroutine blocked on
+// the connection and nothing per idle second.
 func (c *Conn) EchoPings(echoed *atomic.Uint64) {
 	if !c.ConnectionState().SupportsDatagrams.Remote {
 		return
@@ -223,105 +221,16 @@ func (c *Conn) EchoPings(echoed *atomic.Uint64) {
 		if err != nil {
 			return
 		}
-		if !c.echo(b, echoed) {
+		if len(b) != pingSize {
+			continue
+		}
+		// SendDatagram blocks while quic-go's send queue is full: a peer
+		// that pings faster than the path carries is slowed, not buffered.
+		if err := c.SendDatagram(b); err != nil {
 			return
 		}
-	}
-}
-
-// echo sends a ping back; false when the connection can send no more.
-func (c *Conn) echo(b []byte, echoed *atomic.Uint64) bool {
-	if len(b) != pingSize {
-		return true
-	}
-	// SendDatagram blocks while quic-go's send queue is full: a peer
-	// that pings faster than the path carries is slowed, not buffered.
-	if err := c.SendDatagram(b); err != nil {
-		return false
-	}
-	if echoed != nil {
-		echoed.Add(1)
-	}
-	return true
-}
-
-// EchoLinger is how long a PingEchoer's goroutine waits for the next ping
-// once no call is in flight before it ends: long enough that a connection
-// with a steady flow of calls keeps one goroutine, short enough that an
-// idle one holds none.
-const EchoLinger = 250 * time.Millisecond
-
-// PingEchoer answers a server connection's liveness pings, as EchoPings
-// does, with a goroutine that runs only while the connection may be
-// pinged: a client pings only while a call waits on the member (see
-// watchdog), and the server sees that call. Wake starts the goroutine as
-// a call starts; it ends when the connection does, or when busy reports
-// no call in flight and EchoLinger passed without a ping. A ping that
-// arrives after it ended waits in quic-go's bounded datagram queue and is
-// answered at the next Wake: it was not sent for a call, since none was
-// in flight. So a connection costs a goroutine for its pings only while
-// it has calls and EchoLinger after (a session's keepalive every TTL/3 is
-// such a call: with a 10s TTL, a goroutine for a quarter second in every
-// 3.3 seconds), where EchoPings costs one for the connection's life.
-type PingEchoer struct {
-	conn    *Conn
-	echoed  *atomic.Uint64
-	busy    func() bool
-	linger  time.Duration
-	on      bool // the client negotiated datagrams: it may ping
-	running atomic.Bool
-	wg      sync.WaitGroup
-}
-
-// NewPingEchoer returns an echoer of c's pings that counts them in echoed
-// (when not nil); busy reports whether a call is in flight on c. Call
-// Wake as every call starts (and once at the start, for the first
-// request), and Wait after the last Wake, once the connection ended.
-func (c *Conn) NewPingEchoer(echoed *atomic.Uint64, busy func() bool) *PingEchoer {
-	return &PingEchoer{conn: c, echoed: echoed, busy: busy, linger: EchoLinger, on: c.ConnectionState().SupportsDatagrams.Remote}
-}
-
-// Wake makes sure the echo goroutine runs. Cheap when it does: one atomic
-// load. A nil echoer does nothing.
-func (e *PingEchoer) Wake() {
-	if e != nil && e.on && !e.running.Load() && e.running.CompareAndSwap(false, true) {
-		e.wg.Add(1)
-		go e.run()
-	}
-}
-
-// Running reports whether the echo goroutine runs (for tests).
-func (e *PingEchoer) Running() bool { return e.running.Load() }
-
-// Wait waits until the echo goroutine ended; call it after the
-// connection ended and no Wake can follow.
-func (e *PingEchoer) Wait() { e.wg.Wait() }
-
-func (e *PingEchoer) run() {
-	defer e.wg.Done()
-	ctx := e.conn.Context()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, e.linger)
-		b, err := e.conn.ReceiveDatagram(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			if !e.conn.echo(b, e.echoed) {
-				e.running.Store(false)
-				return
-			}
-		case ctx.Err() != nil:
-			e.running.Store(false)
-			return
-		case e.busy():
-		default:
-			// No ping for linger and no call in flight: end, unless a
-			// call started meanwhile. Wake sees running false after the
-			// store, so a call that busy misses wakes a new goroutine.
-			e.running.Store(false)
-			if !e.busy() || !e.running.CompareAndSwap(false, true) {
-				return
-			}
+		if echoed != nil {
+			echoed.Add(1)
 		}
 	}
 }
