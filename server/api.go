@@ -330,7 +330,7 @@ func (a *apiFront) decodeJSON(w http.ResponseWriter, r *http.Request, v any) err
 // connection of c's identity with the request's session attached once its
 // token checked out. It returns the session id (0 without a token).
 func (a *apiFront) conn(r *http.Request, c caller) (*clientConn, uint64, error) {
-	cc := &clientConn{f: a.f, identity: c.identity, log: a.log, attached: map[uint64]struct{}{}}
+	cc := &clientConn{f: a.f, identity: c.identity, attached: map[uint64]struct{}{}}
 	tok := r.Header.Get(hdrSession)
 	if tok == "" {
 		return cc, 0, nil

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -215,6 +216,12 @@ func TestFrontReadsAndWrites(t *testing.T) {
 	fails(t, conn, &session.Request{Type: session.MsgDelete, Path: "/a", Version: namespace.AnyVersion}, namespace.ErrNotEmpty)
 	fails(t, conn, &session.Request{Type: session.MsgGet, Path: "bad//path"}, namespace.ErrBadPath)
 	fails(t, conn, &session.Request{Type: session.MsgCreate, Path: "/big", Data: make([]byte, 64<<10+1)}, namespace.ErrDataTooLarge)
+	// A largest value goes through the flow-control windows both ways.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)
+	ok(t, conn, &session.Request{Type: session.MsgCreate, Path: "/big", Data: big})
+	if got := ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/big"}); !bytes.Equal(got.Data, big) {
+		t.Fatalf("a 64 KiB value came back as %d bytes", len(got.Data))
+	}
 
 	// Multi: all or nothing, with per-op results.
 	m := ok(t, conn, &session.Request{Type: session.MsgMulti, Ops: []session.Op{

@@ -195,8 +195,11 @@
 // HandshakeTimeout 3s (silence during the handshake; the whole handshake
 // is bounded by twice that), FailureTimeout off (clients: the fast
 // watchdog while a call waits, liveness.go; servers echo its pings on
-// every connection). Zero fields take the default; Validate names
-// the bad field. Clients accept no streams from the server.
+// every connection). Zero fields take the default; Validate names the
+// bad field. Clients accept no streams from the server. Flow-control windows (not in Config) are sized for frames, not
+// bulk transfer: 128 KiB per stream to start (a largest value at once),
+// growing to 2 MiB (or a largest frame), 512 KiB per connection growing
+// to twice that: what one connection can make its peer buffer.
 //
 // # No 0-RTT, no resumption
 //

@@ -106,16 +106,22 @@ func readMessage(r io.Reader, max int, v any) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return size, readMessageBody(r, size, v)
+}
+
+// readMessageBody reads the body of size bytes whose header was read and
+// decodes it into v.
+func readMessageBody(r io.Reader, size int, v any) error {
 	bp := frameBufs.Get().(*[]byte)
 	defer frameBufs.Put(bp)
 	body, err := readBody(r, size, *bp)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if cap(body) <= maxPooledBuf && cap(body) > cap(*bp) {
 		*bp = body[:0]
 	}
-	return size, decodeBody(body, v)
+	return decodeBody(body, v)
 }
 
 // ReadRequest reads a request stream: one request frame of at most max

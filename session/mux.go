@@ -429,9 +429,14 @@ func (m *MuxServer) Next() (*MuxCall, error) {
 
 // read reads one request frame and its body size.
 func (m *MuxServer) read() (*Request, int, error) {
-	req := new(Request)
-	size, err := readMessage(m.r, MuxMaxFrame, req)
+	size, err := readHeader(m.r, MuxMaxFrame)
 	if err != nil {
+		return nil, 0, err
+	}
+	// Made once a frame arrives: the reader of an idle mux stream, one
+	// per idle connection, waits holding no Request.
+	req := new(Request)
+	if err := readMessageBody(m.r, size, req); err != nil {
 		return nil, 0, err
 	}
 	return req, size, nil

@@ -108,34 +108,66 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Flow-control windows: what one peer may send before the other reads it,
+// so what a connection may make this side buffer. quic-go's defaults
+// (512 KiB growing to 6 MiB per stream, 768 KiB to 15 MiB per connection)
+// are sized for bulk transfer; latch carries requests and answers of at
+// most a frame (a value is at most 64 KiB, a frame MaxFrameSize), so
+// smaller windows cost no round trip on the common path and bound what a
+// client that sends without end (or a member to a client that does not
+// read) can park in the other's memory: MaxConnectionReceiveWindow per
+// connection instead of 15 MiB. They are limits, not buffers: an idle
+// connection holds none of it.
+const (
+	// initialStreamWindow holds a request carrying a largest value (64
+	// KiB) and its header at once, without a window update.
+	initialStreamWindow = 128 << 10
+	// initialConnWindow holds a few of those at once.
+	initialConnWindow = 512 << 10
+	// minMaxStreamWindow is where quic-go's auto-tuning of a stream's
+	// window stops (raised to a whole largest frame when MaxFrameSize is
+	// larger): a streaming transfer of large frames keeps the path full.
+	minMaxStreamWindow = 2 << 20
+)
+
+// windows fills the flow-control windows of qc for c (see above).
+func windows(qc *quic.Config, c Config) *quic.Config {
+	stream := max(minMaxStreamWindow, uint64(c.MaxFrameSize+frameHeaderLen))
+	qc.InitialStreamReceiveWindow = initialStreamWindow
+	qc.MaxStreamReceiveWindow = stream
+	qc.InitialConnectionReceiveWindow = initialConnWindow
+	qc.MaxConnectionReceiveWindow = 2 * stream
+	return qc
+}
+
 // ServerQUICConfig returns the quic-go configuration of a server listener.
 // Clients may open MaxIncomingStreams request streams at once and no
 // unidirectional ones: the protocol has none. Datagrams carry liveness
-// pings (EchoPings).
+// pings (EchoPings). Flow-control windows are sized for latch's frames.
 func ServerQUICConfig(c Config) *quic.Config {
 	c = c.withDefaults()
-	return &quic.Config{
+	return windows(&quic.Config{
 		HandshakeIdleTimeout:  c.HandshakeTimeout,
 		MaxIdleTimeout:        c.MaxIdleTimeout,
 		KeepAlivePeriod:       c.KeepAlivePeriod,
 		MaxIncomingStreams:    c.MaxIncomingStreams,
 		MaxIncomingUniStreams: -1,
 		EnableDatagrams:       true,
-	}
+	}, c)
 }
 
 // ClientQUICConfig returns the quic-go configuration of a client
 // connection. The server never opens streams towards a client.
 func ClientQUICConfig(c Config) *quic.Config {
 	c = c.withDefaults()
-	return &quic.Config{
+	return windows(&quic.Config{
 		HandshakeIdleTimeout:  c.HandshakeTimeout,
 		MaxIdleTimeout:        c.MaxIdleTimeout,
 		KeepAlivePeriod:       c.KeepAlivePeriod,
 		MaxIncomingStreams:    -1,
 		MaxIncomingUniStreams: -1,
 		EnableDatagrams:       c.FailureTimeout > 0,
-	}
+	}, c)
 }
 
 // Stream error codes, sent in RESET_STREAM and STOP_SENDING frames.

@@ -643,3 +643,58 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Listen with a bad config: %v", err)
 	}
 }
+
+// TestWindowsSizedForFrames: the flow-control windows bound what a peer
+// can park in this side's memory far below quic-go's bulk-transfer
+// defaults (15 MiB a connection), yet a largest frame fits a stream's
+// window and the connection's, and largest values and frames go through
+// many at once, on the mux stream and on streams of their own.
+func TestWindowsSizedForFrames(t *testing.T) {
+	for _, c := range []Config{{}, {MaxFrameSize: 8 << 20}} {
+		for name, qc := range map[string]*quic.Config{"server": ServerQUICConfig(c), "client": ClientQUICConfig(c)} {
+			frame := uint64(c.withDefaults().MaxFrameSize + frameHeaderLen)
+			switch {
+			case qc.InitialStreamReceiveWindow < 64<<10+1024:
+				t.Errorf("%s: initial stream window %d does not hold a largest value", name, qc.InitialStreamReceiveWindow)
+			case qc.MaxStreamReceiveWindow < frame || qc.MaxConnectionReceiveWindow < qc.MaxStreamReceiveWindow:
+				t.Errorf("%s: windows %d/%d below a largest frame %d", name, qc.MaxStreamReceiveWindow, qc.MaxConnectionReceiveWindow, frame)
+			case c.MaxFrameSize == 0 && qc.MaxConnectionReceiveWindow > 4<<20:
+				t.Errorf("%s: connection window %d, want at most 4 MiB", name, qc.MaxConnectionReceiveWindow)
+			}
+		}
+	}
+
+	srvTLS, cliTLS := devTLS(t)
+	for _, mux := range []bool{false, true} {
+		s := startEcho(t, srvTLS, Config{DisableMux: !mux})
+		conn := dialTest(t, s.addr(), cliTLS, Config{})
+		ctx := testCtx(t)
+		if _, err := Hello(ctx, conn, "test"); err != nil {
+			t.Fatal(err)
+		}
+		sizes := []int{DefaultMaxFrameSize - 1024, DefaultMaxFrameSize - 1024}
+		for range 32 {
+			sizes = append(sizes, 64<<10, 32<<10) // a largest value on its own stream; on the mux stream
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(sizes))
+		for i, n := range sizes {
+			wg.Go(func() {
+				data := bytes.Repeat([]byte{byte(i)}, n)
+				resp, err := RoundTrip(ctx, conn, &Request{Type: MsgGet, Path: "/v", Data: data})
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("mux %v, %d bytes: %w", mux, n, err)
+				case !bytes.Equal(resp.Data, data):
+					errs <- fmt.Errorf("mux %v: %d bytes came back as %d", mux, n, len(resp.Data))
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		conn.Close()
+	}
+}

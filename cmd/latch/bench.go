@@ -51,8 +51,9 @@ func init() {
                   -c at a time, over --conns connections (1: all on one;
                   equal to --sessions: one connection each); holds them for
                   --window after a TTL/3 settle and reads the leader's
-                  /metrics: CPU % of one core over the window and resident
-                  memory per session; then closes them. The clients
+                  /metrics: CPU % of one core over the window, resident
+                  memory per session, goroutines and stack per
+                  connection; then closes them. The clients
                   share one config's TLS session tickets, so connections
                   resume; --full-handshakes gives each client its own, as
                   separate processes would have

@@ -207,6 +207,9 @@ func TestScenariosOnRealCluster(t *testing.T) {
 		if s.LeaderCPUPercent <= 0 || s.RSSBefore <= 0 || s.RSSHeld <= 0 || s.Window <= 0 || s.TTL != Millis(3*time.Second) {
 			t.Errorf("sessions %+v", s)
 		}
+		if s.GoroutinesBefore <= 0 || s.GoroutinesHeld <= s.GoroutinesBefore || s.GoroutinesPerConn <= 0 {
+			t.Errorf("goroutines %d before, %d held, %.2f per connection: want more held", s.GoroutinesBefore, s.GoroutinesHeld, s.GoroutinesPerConn)
+		}
 		if opsOf(rep, "open").Count != n {
 			t.Errorf("open latencies %+v", rep.Latency)
 		}

@@ -37,7 +37,10 @@
 //     end of the window − RSS before the first open) / Sessions, from
 //     process_resident_memory_bytes); the same for the live heap as of the
 //     leader's last GC (estimated from its GC goal,
-//     go_memstats_next_gc_bytes); and this process's own CPU.
+//     go_memstats_next_gc_bytes, less the goroutine stacks it counts);
+//     the leader's goroutines and their stacks per connection
+//     (go_goroutines, go_memstats_stack_inuse_bytes); and this process's
+//     own CPU.
 //
 // # Decisions
 //

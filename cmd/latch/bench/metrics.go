@@ -23,6 +23,10 @@ const (
 	seriesRSS  = "process_resident_memory_bytes"
 	seriesGoal = "go_memstats_next_gc_bytes"
 	seriesGOGC = "go_gc_gogc_percent"
+	// Goroutines and their stacks: what each connection costs besides
+	// its heap.
+	seriesGoroutines = "go_goroutines"
+	seriesStacks     = "go_memstats_stack_inuse_bytes"
 )
 
 // sample is one scrape of the leader's process figures.
@@ -30,10 +34,13 @@ type sample struct {
 	cpuSeconds float64
 	rss        float64
 	// liveHeap estimates the heap that survived the last GC: the GC goal
-	// is about live × (1 + GOGC/100). Unlike RSS or the heap in use it
+	// is about live + (live + stacks) × GOGC/100 (Go counts goroutine
+	// stacks in the goal since 1.18). Unlike RSS or the heap in use it
 	// does not swing with garbage not yet collected. 0 when the series
 	// are absent.
 	liveHeap float64
+	// goroutines and stacks (bytes in use) of the process; 0 when absent.
+	goroutines, stacks float64
 }
 
 // scraper reads one member's /metrics and /v1/status over HTTPS (the
@@ -61,7 +68,7 @@ func (s *scraper) sample(ctx context.Context) (sample, error) {
 	var vals map[string]float64
 	err := s.get(ctx, "/metrics", func(r io.Reader) error {
 		var err error
-		vals, err = parseMetrics(r, seriesCPU, seriesRSS, seriesGoal, seriesGOGC)
+		vals, err = parseMetrics(r, seriesCPU, seriesRSS, seriesGoal, seriesGOGC, seriesGoroutines, seriesStacks)
 		return err
 	})
 	if err != nil {
@@ -72,9 +79,9 @@ func (s *scraper) sample(ctx context.Context) (sample, error) {
 			return sample{}, fmt.Errorf("%w: %s/metrics has no %s (the process collector reports it on Linux only)", ErrMetrics, s.addr, name)
 		}
 	}
-	smp := sample{cpuSeconds: vals[seriesCPU], rss: vals[seriesRSS]}
+	smp := sample{cpuSeconds: vals[seriesCPU], rss: vals[seriesRSS], goroutines: vals[seriesGoroutines], stacks: vals[seriesStacks]}
 	if gogc, ok := vals[seriesGOGC]; ok && gogc > 0 {
-		smp.liveHeap = vals[seriesGoal] / (1 + gogc/100)
+		smp.liveHeap = max(0, vals[seriesGoal]-smp.stacks*gogc/100) / (1 + gogc/100)
 	}
 	return smp, nil
 }

@@ -78,6 +78,9 @@ func TestScraperSample(t *testing.T) {
 	}{
 		{"live heap from the GC goal", "process_cpu_seconds_total 2.5\nprocess_resident_memory_bytes 1000\n" +
 			"go_memstats_next_gc_bytes 3000\ngo_gc_gogc_percent 200\n", sample{cpuSeconds: 2.5, rss: 1000, liveHeap: 1000}, nil},
+		{"stacks count in the goal; goroutines", "process_cpu_seconds_total 2.5\nprocess_resident_memory_bytes 1000\n" +
+			"go_memstats_next_gc_bytes 3600\ngo_gc_gogc_percent 200\ngo_goroutines 7\ngo_memstats_stack_inuse_bytes 300\n",
+			sample{cpuSeconds: 2.5, rss: 1000, liveHeap: 1000, goroutines: 7, stacks: 300}, nil},
 		{"no GC series: no live heap", "process_cpu_seconds_total 1\nprocess_resident_memory_bytes 2\n", sample{cpuSeconds: 1, rss: 2}, nil},
 		{"GC off: no live heap", "process_cpu_seconds_total 1\nprocess_resident_memory_bytes 2\n" +
 			"go_memstats_next_gc_bytes 3000\ngo_gc_gogc_percent -1\n", sample{cpuSeconds: 1, rss: 2}, nil},

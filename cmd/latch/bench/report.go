@@ -111,6 +111,15 @@ type SessionLoad struct {
 	// /metrics has those series: unlike RSS it does not count garbage not
 	// yet collected nor memory the runtime has not returned.
 	LiveHeapPerSession *float64 `json:"live_heap_per_session_bytes,omitempty"`
+	// GoroutinesBefore and GoroutinesHeld are the leader's goroutines
+	// (go_goroutines) when RSSBefore and RSSHeld were read;
+	// GoroutinesPerConn and StackPerConn (bytes of goroutine stacks,
+	// go_memstats_stack_inuse_bytes) are the differences over the
+	// connections opened. Zero when its /metrics has no such series.
+	GoroutinesBefore  int     `json:"goroutines_before,omitempty"`
+	GoroutinesHeld    int     `json:"goroutines_held,omitempty"`
+	GoroutinesPerConn float64 `json:"goroutines_per_conn,omitempty"`
+	StackPerConn      float64 `json:"stack_per_conn_bytes,omitempty"`
 	// BenchCPUPercent is this process's CPU over the window, in percent
 	// of one core: the client side of the keepalives.
 	BenchCPUPercent float64 `json:"bench_cpu_percent"`
@@ -187,6 +196,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("leader RSS", "%s before, %s held: %s per session", bytes(float64(s.RSSBefore)), bytes(float64(s.RSSHeld)), bytes(s.RSSPerSession))
 		if s.LiveHeapPerSession != nil {
 			row("leader live heap", "%s per session (from the GC goal)", bytes(*s.LiveHeapPerSession))
+		}
+		if s.GoroutinesHeld > 0 {
+			row("goroutines", "leader: %d before, %d held: %.2f and %s of stack per connection", s.GoroutinesBefore, s.GoroutinesHeld, s.GoroutinesPerConn, bytes(s.StackPerConn))
 		}
 		row("bench CPU", "%.1f%% of one core", s.BenchCPUPercent)
 		row("lost sessions", "%d", s.Lost)

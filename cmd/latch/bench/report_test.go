@@ -76,6 +76,7 @@ grants/client  min 0, max 5, fairness (max/min) unbounded (a client got no grant
 				Sessions: 5000, TTL: Millis(ms(10000)), OpenRate: 2000, Settle: Millis(ms(3333)), Window: Millis(ms(30000)),
 				Leader: "n1", LeaderAdmin: "127.0.0.1:7422", LeaderCPUPercent: 4.25, LeaderIdleCPUPercent: 3,
 				RSSBefore: 40 << 20, RSSHeld: 60 << 20, RSSPerSession: 4194.3, LiveHeapPerSession: fptr(3000),
+				GoroutinesBefore: 50, GoroutinesHeld: 54, GoroutinesPerConn: 4, StackPerConn: 16384,
 				BenchCPUPercent: 12.5, CloseRate: 4000,
 			},
 		}, `
@@ -89,6 +90,7 @@ leader            n1 (admin 127.0.0.1:7422)
 leader CPU        4.2% of one core (3.0% before the sessions)
 leader RSS        40.0 MiB before, 60.0 MiB held: 4.1 KiB per session
 leader live heap  2.9 KiB per session (from the GC goal)
+goroutines        leader: 50 before, 54 held: 4.00 and 16.0 KiB of stack per connection
 bench CPU         12.5% of one core
 lost sessions     0
 close rate        4000.0 sessions/s

@@ -178,6 +178,12 @@ func (r *runner) measure(rep *Report, sc *scraper, h *held, before sample, st0 a
 	load.BenchCPUPercent = 100 * (cpu2 - cpu1).Seconds() / window.Seconds()
 	load.RSSBefore, load.RSSHeld = int64(before.rss), int64(s2.rss)
 	load.RSSPerSession = (s2.rss - before.rss) / float64(load.Sessions)
+	if s2.goroutines > 0 {
+		conns := float64(min(r.cfg.Conns, load.Sessions))
+		load.GoroutinesBefore, load.GoroutinesHeld = int(before.goroutines), int(s2.goroutines)
+		load.GoroutinesPerConn = (s2.goroutines - before.goroutines) / conns
+		load.StackPerConn = (s2.stacks - before.stacks) / conns
+	}
 	if before.liveHeap > 0 && s2.liveHeap > 0 {
 		h := (s2.liveHeap - before.liveHeap) / float64(load.Sessions)
 		load.LiveHeapPerSession = &h
