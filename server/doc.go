@@ -339,7 +339,9 @@
 // TLS 1.3 between member certificates of Config.ClusterCA
 // (session.MemberTLS), the handshake done on first use with a 10s bound,
 // so an accepted connection never stalls raft's accept loop and a
-// non-member never reaches raft. The admin endpoint is HTTPS only, with the
+// non-member never reaches raft. Replication is not pipelined (one
+// AppendEntries in flight per follower, raftNetConfig): raft's pipeline
+// can deadlock its Shutdown. The admin endpoint is HTTPS only, with the
 // member certificate; who may call what is decided per route from the
 // verified client certificate (adminCaller): a member (session.PeerMember)
 // or an admin (Config.Admins, or Config.AdminCheck for admins from

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/session"
@@ -180,6 +181,31 @@ func (c *tlsServerConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// raftNetConfig is the configuration of raft's NetworkTransport over
+// stream.
+//
+// MaxRPCsInFlight 1 turns raft's pipelined replication off: the leader
+// replicates with one AppendEntries at a time per follower, each batching
+// up to MaxAppendEntries entries. hashicorp/raft (v1.8.0) can deadlock a
+// pipeline: when its response decoder stops (a follower answered with a
+// newer term, as after every leadership hand-over, or with Success
+// false) the send loop may still send twice, and the second send waits
+// forever for the decoder, which waits for the consumer that stopped.
+// The pipeline is closed only by that send loop, and raft's Shutdown
+// waits for it: Close hung for good, and until then the follower got
+// heartbeats but no entries. Two RPCs in flight (raft's default) is what
+// made both of the pipeline's channels unbuffered; more would only make
+// the deadlock rarer.
+func raftNetConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{
+		Stream:          stream,
+		Logger:          logger,
+		MaxPool:         3,
+		Timeout:         10 * time.Second,
+		MaxRPCsInFlight: 1,
+	}
+}
+
 // newRaftTransport builds raft's NetworkTransport over mutual TLS, with the
 // fault layer under it when fault injection is on.
 func (s *Server) newRaftTransport(m *session.MemberTLS) error {
@@ -206,12 +232,7 @@ func (s *Server) newRaftTransport(m *session.MemberTLS) error {
 	s.crash = newCrashDetector(cfg.ID, s.log, s.stop)
 	tl := newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") })
 	tl.peerClosed = s.crash.peerClosed
-	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  tl,
-		Logger:  newHCLog(s.log, "raft-net"),
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-	})
+	s.trans = raft.NewNetworkTransportWithConfig(raftNetConfig(tl, newHCLog(s.log, "raft-net")))
 	s.raftAddr = string(s.trans.LocalAddr())
 	s.crash.trans, s.crash.addr = s.trans, s.trans.LocalAddr()
 	return nil

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,9 @@ const (
 	LeaderLeaseTimeout = 200 * time.Millisecond
 	// WaitTimeout bounds every wait of this package.
 	WaitTimeout = 20 * time.Second
+	// CloseTimeout bounds Stop's wait for a member's Close (a leadership
+	// hand-over, raft's shutdown, the HTTP server's, every handler).
+	CloseTimeout = time.Minute
 )
 
 // AdminName is the identity of the test clusters' admin (Config.Admins);
@@ -228,8 +232,22 @@ func (c *Cluster) Stop(i int) {
 	if s == nil {
 		return
 	}
-	if err := s.Close(); err != nil {
-		c.t.Errorf("servertest: stop n%d: %v", i+1, err)
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	t := time.NewTimer(CloseTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			c.t.Errorf("servertest: stop n%d: %v", i+1, err)
+		}
+	case <-t.C:
+		// A Close that never returns would hold the test until go test's
+		// own timeout, whose dump a CI log may cut: fail now, with every
+		// goroutine. The member is abandoned.
+		buf := make([]byte, 32<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		c.t.Errorf("servertest: stop n%d: Close did not return within %v; goroutines:\n%s", i+1, CloseTimeout, buf)
 	}
 }
 
