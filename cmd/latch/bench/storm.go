@@ -257,8 +257,16 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 		r.logf("a session its client gave up on: %s", why)
 	}
 	k.LeaderChanges = tw.take()
-	if _, id, err := r.leaderScraper(ast.ID); err == nil {
+	if nsc, id, err := r.leaderScraper(ast.ID); err == nil {
 		k.NewLeader = id
+		// The terms are the record: the watch's polls may all have missed
+		// one leader (each answer under the storm can come late), the new
+		// leader's term cannot.
+		ctx, cancel := r.opCtx()
+		if nst, err := nsc.status(ctx); err == nil && nst.Term > ast.Term {
+			k.LeaderChanges = max(k.LeaderChanges, int(nst.Term-ast.Term))
+		}
+		cancel()
 		if b, ok := others[id]; ok {
 			a := b.read(r)
 			k.RefusedForLoad = a.refused - b.refused
