@@ -109,6 +109,11 @@ func (c *Client) connect() *link {
 				// row (busyBackoff), so thousands of refused clients
 				// spread out instead of coming back together.
 				round = max(round, busyRound)
+			}
+			if answeredBusy(r.err) {
+				// Heard, not inferred: a handshake that timed out in
+				// silence may be a dead member, which the next round
+				// must not wait seconds to pass over.
 				busy++
 			} else {
 				busy = 0

@@ -276,6 +276,16 @@ func TestLeaderKillKeepsEverySession(t *testing.T) {
 	const clients = 150
 	c := proc.StartCluster(t, 3)
 	leader := c.WaitLeader(t)
+	// The tickets the clients get must open on the next leader: every
+	// member must hold the others' ticket keys before the kill.
+	proc.Eventually(t, "ticket keys shared", func() error {
+		for _, nd := range c.Nodes {
+			if !strings.Contains(nd.Logs(), "TLS ticket keys shared with every member") {
+				return fmt.Errorf("%s has not fetched every member's ticket key", nd.ID)
+			}
+		}
+		return nil
+	})
 	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)

@@ -64,11 +64,18 @@ func (s *Server) handleTicketKey(w http.ResponseWriter, r *http.Request, c admin
 // shareTicketKeys keeps the client listener's ticket keys: this member's
 // first (it seals), then every other member's it could fetch.
 func (s *Server) shareTicketKeys() {
+	shared := false
 	for {
 		complete := s.refreshTicketKeys()
 		wait := ticketRefresh
 		if !complete {
 			wait = ticketRetry
+		}
+		if complete && !shared {
+			// From here on a client resumes on this member with any
+			// member's ticket: operators (and tests) can tell when.
+			shared = true
+			s.log.Info("TLS ticket keys shared with every member")
 		}
 		select {
 		case <-s.stop:
