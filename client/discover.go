@@ -63,7 +63,7 @@ type attempt struct {
 func (c *Client) connect() *link {
 	hops := redirects{}
 	var refusedSince time.Time
-	round, polls, busy := 0, 0, 0
+	round, polls := 0, 0
 	for {
 		sv := c.survey()
 		if c.ctx.Err() != nil {
@@ -105,18 +105,9 @@ func (c *Client) connect() *link {
 			if refusedBusy(r.err) {
 				// Admission control refused the handshake: the member is
 				// taking connections in at the rate it can serve. Back off
-				// from busyRound on, and further with each refusal in a
-				// row (busyBackoff), so thousands of refused clients
-				// spread out instead of coming back together.
+				// from busyRound on, so thousands of refused clients spread
+				// out instead of coming back together.
 				round = max(round, busyRound)
-			}
-			if answeredBusy(r.err) {
-				// Heard, not inferred: a handshake that timed out in
-				// silence may be a dead member, which the next round
-				// must not wait seconds to pass over.
-				busy++
-			} else {
-				busy = 0
 			}
 			if r.leader == "" && (errors.Is(r.err, ErrNoLeader) || errors.Is(r.err, ErrNotLeader)) {
 				// The member lost leadership, or has not loaded its
@@ -145,9 +136,6 @@ func (c *Client) connect() *link {
 		} else {
 			pause, polls = c.backoff(round), 0
 			round++
-		}
-		if busy > 0 && !sv.electing {
-			pause = max(pause, c.busyBackoff(busy))
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -346,32 +334,6 @@ func (c *Client) race(cands []string) attempt {
 // busyRound is the backoff round a client refused for load starts from:
 // MinBackoff·2^3, 80-160ms with the defaults.
 const busyRound = 3
-
-// busyBackoffMax bounds the pause after refusals for load in a row.
-// The pauses must spread the clients over the time the member needs to
-// take them all in (at 400 handshakes a second, 3,000 clients need 8 s).
-// Clients that all came back every second made a new leader refuse 200
-// attempts for each one it admitted (3,000 clients after a leader kill:
-// 629,000 refusals, 2,733 not back within a minute), each refusal costing
-// both sides a packet and the client a key share; with this bound at 8 s
-// all 3,000 were back in 33 s after 79,000 refusals, at 4 s 1,708 were
-// not back within a minute.
-const busyBackoffMax = 8 * time.Second
-
-// busyBackoff is the pause after the n-th refusal for load in a row (from
-// 1): it doubles from MinBackoff·2^(busyRound+1) up to busyBackoffMax,
-// drawn at random over the whole interval (full jitter), so the refused
-// clients of one instant come back spread over it, not together.
-func (c *Client) busyBackoff(n int) time.Duration {
-	d := busyBackoffMax
-	if k := busyRound + n; k < 30 {
-		d = min(c.cfg.MinBackoff<<k, busyBackoffMax)
-	}
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d)
-}
 
 // refusedBusy reports whether err is a member refusing a connection for
 // load: quic's CONNECTION_REFUSED before the handshake (admission

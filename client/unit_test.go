@@ -220,31 +220,3 @@ func TestElectionPause(t *testing.T) {
 		}
 	}
 }
-
-// busyBackoff spreads refused clients over a window that doubles with each
-// refusal in a row up to busyBackoffMax: a bound that stopped growing (or
-// one with no cap) would bring a reconnect storm back together, or
-// strand clients for minutes.
-func TestBusyBackoffGrowsToItsBound(t *testing.T) {
-	c := &Client{cfg: Config{MinBackoff: 20 * time.Millisecond}}
-	for n := 1; n <= 40; n++ {
-		bound := busyBackoffMax
-		if k := busyRound + n; k < 30 {
-			bound = min(20*time.Millisecond<<k, busyBackoffMax)
-		}
-		var most time.Duration
-		for range 200 {
-			d := c.busyBackoff(n)
-			if d < 0 || d >= bound {
-				t.Fatalf("busyBackoff(%d) = %v, want in [0, %v)", n, d, bound)
-			}
-			most = max(most, d)
-		}
-		if most < bound/2 {
-			t.Fatalf("busyBackoff(%d): 200 draws all below %v, half its bound %v: not spread over the window", n, most, bound)
-		}
-	}
-	if got := min(20*time.Millisecond<<(busyRound+10), busyBackoffMax); got != busyBackoffMax {
-		t.Fatalf("after 10 refusals the bound is %v, want busyBackoffMax", got)
-	}
-}
