@@ -54,9 +54,8 @@ type mux struct {
 	// requests of goroutines that call at the same moment. Their ids are
 	// given under pmu, after the gatherer's, so the stream's ids still
 	// only increase.
-	pmu       sync.Mutex
-	gathering *muxStream // the stream being gathered for; nil: none
-	pending   []byte     // the frames gathered, the gatherer's first
+	g         gatherer
+	gathering *muxStream // guarded by g.mu: the stream being gathered for; nil: none
 }
 
 func newMux(conn *Conn) *mux { return &mux{conn: conn, lock: make(chan struct{}, 1)} }
@@ -136,8 +135,8 @@ func (m *mux) frame(bp *[]byte, req *Request, id uint64) ([]byte, error) {
 // then means it will be written with the gatherer's frame (or the stream
 // fails, and answer hears of it).
 func (m *mux) join(req *Request, answer chan<- muxAnswer) (ms *muxStream, id uint64, ok bool) {
-	m.pmu.Lock()
-	defer m.pmu.Unlock()
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
 	if m.gathering == nil {
 		return nil, 0, false
 	}
@@ -145,33 +144,23 @@ func (m *mux) join(req *Request, answer chan<- muxAnswer) (ms *muxStream, id uin
 	defer writeBufs.Put(bp)
 	id = m.next.Add(1) // a call that does not join leaves a gap: ids need only increase
 	frame, err := m.frame(bp, req, id)
-	if err != nil || len(m.pending)+len(frame) > muxGatherMax || m.gathering.add(id, answer) != nil {
+	if err != nil || !m.g.fits(frame) || m.gathering.add(id, answer) != nil {
 		return nil, 0, false
 	}
-	m.pending = append(m.pending, frame...)
+	m.g.pending = append(m.g.pending, frame...)
 	return m.gathering, id, true
 }
 
 // gatherAndWrite writes frame on ms with the calls that join it while
 // this goroutine yields once. The caller holds m.lock.
 func (m *mux) gatherAndWrite(ctx context.Context, ms *muxStream, frame []byte) error {
-	m.pmu.Lock()
-	m.pending = append(m.pending[:0], frame...)
-	m.gathering = ms
-	m.pmu.Unlock()
-	runtime.Gosched()
-	m.pmu.Lock()
-	m.gathering = nil
-	buf := m.pending
-	m.pmu.Unlock()
-	err := ms.write(ctx, buf)
-	m.pmu.Lock()
-	m.pending = buf[:0]
-	if cap(buf) > muxGatherMax {
-		m.pending = nil
+	joinable := func(open bool) {
+		m.gathering = nil
+		if open {
+			m.gathering = ms
+		}
 	}
-	m.pmu.Unlock()
-	return err
+	return m.g.write(frame, joinable, func(buf []byte) error { return ms.write(ctx, buf) })
 }
 
 // wait waits for the answer to call id on ms; a call given up is
@@ -343,9 +332,7 @@ type MuxServer struct {
 	// Answers ready while another gathers join its write (Reply): one
 	// stream write, and so one packet, carries the answers of calls that
 	// finished together (a raft batch) instead of a packet each.
-	pmu     sync.Mutex
-	gather  bool   // the holder of wmu takes answers into pending
-	pending []byte // their frames; empty unless gather
+	g gatherer
 
 	mu    sync.Mutex
 	calls map[uint64]context.CancelFunc // calls read and not yet answered
@@ -474,16 +461,68 @@ func (m *MuxServer) Reply(call *MuxCall, resp *Response) error {
 	if cap(frame) <= maxPooledBuf {
 		*bp = frame[:0]
 	}
-	m.pmu.Lock()
-	if m.gather && len(m.pending)+len(frame) <= muxGatherMax {
+	if m.g.join(frame) {
 		// The gatherer writes it; if that fails, the stream is over for
 		// every call and the gatherer's Reply says so.
-		m.pending = append(m.pending, frame...)
-		m.pmu.Unlock()
 		return nil
 	}
-	m.pmu.Unlock()
 	return m.gatherAndWrite(frame)
+}
+
+// gatherer collects the frames of the calls (client) or answers (server)
+// that are ready while one writer yields, so that they share its stream
+// write and so its packets. One writer at a time: the caller of write
+// holds the stream's write lock.
+type gatherer struct {
+	mu      sync.Mutex
+	open    bool   // a writer takes frames into pending
+	pending []byte // the frames gathered, the writer's first
+}
+
+// fits reports whether frame may join the open write; the caller holds
+// mu.
+func (g *gatherer) fits(frame []byte) bool {
+	return g.open && len(g.pending)+len(frame) <= muxGatherMax
+}
+
+// join adds frame to the open write, if there is one and it fits.
+func (g *gatherer) join(frame []byte) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.fits(frame) {
+		return false
+	}
+	g.pending = append(g.pending, frame...)
+	return true
+}
+
+// write writes frame with the frames that join it while this goroutine
+// yields once (the calls answered in one raft batch are woken together
+// and are ready by then). opened, when not nil, is told under mu when the
+// write opens and closes for joiners.
+func (g *gatherer) write(frame []byte, opened func(bool), write func([]byte) error) error {
+	g.mu.Lock()
+	g.pending, g.open = append(g.pending[:0], frame...), true
+	if opened != nil {
+		opened(true)
+	}
+	g.mu.Unlock()
+	runtime.Gosched()
+	g.mu.Lock()
+	g.open = false
+	if opened != nil {
+		opened(false)
+	}
+	buf := g.pending
+	g.mu.Unlock()
+	err := write(buf)
+	g.mu.Lock()
+	g.pending = buf[:0]
+	if cap(buf) > muxGatherMax {
+		g.pending = nil
+	}
+	g.mu.Unlock()
+	return err
 }
 
 // muxGatherMax bounds the answers one write gathers (and so what waits in
@@ -496,23 +535,7 @@ const muxGatherMax = 32 << 10
 func (m *MuxServer) gatherAndWrite(frame []byte) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	m.pmu.Lock()
-	m.pending = append(m.pending[:0], frame...)
-	m.gather = true
-	m.pmu.Unlock()
-	runtime.Gosched()
-	m.pmu.Lock()
-	m.gather = false
-	buf := m.pending
-	m.pmu.Unlock()
-	err := m.write(buf)
-	m.pmu.Lock()
-	m.pending = buf[:0]
-	if cap(buf) > muxGatherMax {
-		m.pending = nil
-	}
-	m.pmu.Unlock()
-	return err
+	return m.g.write(frame, nil, m.write)
 }
 
 // write writes frames on the stream, waiting up to the write timeout for

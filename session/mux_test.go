@@ -347,9 +347,9 @@ func TestMuxServerGathersAnswers(t *testing.T) {
 
 	// A gatherer mid-yield: it holds the stream and takes answers.
 	m.wmu.Lock()
-	m.pmu.Lock()
-	m.pending, m.gather = m.pending[:0], true
-	m.pmu.Unlock()
+	m.g.mu.Lock()
+	m.g.pending, m.g.open = m.g.pending[:0], true
+	m.g.mu.Unlock()
 	joined := make(chan error, 1)
 	go func() { joined <- m.Reply(calls[0], &Response{Rev: 1}) }()
 	select {
@@ -363,10 +363,10 @@ func TestMuxServerGathersAnswers(t *testing.T) {
 	if w.buf.Len() != 0 {
 		t.Fatal("the joined answer was written before the gatherer's write")
 	}
-	m.pmu.Lock()
-	m.gather = false
-	buf := m.pending
-	m.pmu.Unlock()
+	m.g.mu.Lock()
+	m.g.open = false
+	buf := m.g.pending
+	m.g.mu.Unlock()
 	if err := m.write(buf); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestMuxCallsJoinTheGatheredWrite(t *testing.T) {
 		t.Fatal("a call joined while nobody gathered")
 	}
 	first := m.next.Add(1)
-	m.gathering, m.pending = ms, mustFrame(&Request{Type: MsgGet, Call: first})
+	m.gathering, m.g.open, m.g.pending = ms, true, mustFrame(&Request{Type: MsgGet, Call: first})
 	for i := range 5 {
 		_, id, ok := m.join(&Request{Type: MsgSet, Path: fmt.Sprintf("/%d", i)}, make(chan muxAnswer, 1))
 		if !ok || id <= first {
@@ -417,7 +417,7 @@ func TestMuxCallsJoinTheGatheredWrite(t *testing.T) {
 	if _, _, ok := m.join(&Request{Type: MsgSet, Data: make([]byte, MuxMaxFrame+1)}, make(chan muxAnswer, 1)); ok {
 		t.Fatal("a call too large for the mux stream joined")
 	}
-	r := bytes.NewReader(m.pending)
+	r := bytes.NewReader(m.g.pending)
 	last := uint64(0)
 	for n := 0; ; n++ {
 		req := new(Request)
