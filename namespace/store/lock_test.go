@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/latch-io/latch/namespace"
@@ -388,37 +387,20 @@ func TestLockGarbage(t *testing.T) {
 // restore replaces the index; run with -race.
 func TestLockConcurrentReads(t *testing.T) {
 	w := newLockWorkload(t, 8, modelLimits(2))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				for _, p := range modelPaths {
-					q, err := w.s.LockQueue(p)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					for _, li := range q {
-						w.s.Lock(li.Node)
-						w.s.CheckSequencer(p, li.Mode, li.Token, li.Session)
-					}
-				}
-				w.s.NextTimer()
-				if err := w.s.Dump(io.Discard); err != nil {
-					t.Error(err)
-					return
-				}
+	stop := readWhile(t, func() error {
+		for _, p := range modelPaths {
+			q, err := w.s.LockQueue(p)
+			if err != nil {
+				return err
 			}
-		}()
-	}
+			for _, li := range q {
+				w.s.Lock(li.Node)
+				w.s.CheckSequencer(p, li.Mode, li.Token, li.Session)
+			}
+		}
+		w.s.NextTimer()
+		return w.s.Dump(io.Discard)
+	})
 	for i := range 600 {
 		w.step()
 		if i == 300 { // a restore swaps the index under the readers
@@ -427,7 +409,6 @@ func TestLockConcurrentReads(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	w.check()
 }

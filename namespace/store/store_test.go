@@ -579,31 +579,14 @@ func TestChildrenPages(t *testing.T) {
 func TestConcurrentReads(t *testing.T) {
 	s := openTestStore(t)
 	log := randomLog(5, 1000)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				s.Get("/a")
-				s.Children("/a", "", 0)
-				s.Sessions()
-				if err := s.Dump(&bytes.Buffer{}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	stop := readWhile(t, func() error {
+		s.Get("/a")
+		s.Children("/a", "", 0)
+		s.Sessions()
+		return s.Dump(&bytes.Buffer{})
+	})
 	applyInBatches(s, log, 5)
-	close(stop)
-	wg.Wait()
+	stop()
 }
 
 func TestClosedStore(t *testing.T) {
@@ -702,37 +685,47 @@ func TestRestoreExcludesReads(t *testing.T) {
 	}
 	defer stale.Release()
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := dst.Dump(io.Discard); err != nil {
-					t.Error(err)
-					return
-				}
-				dst.Children("/a", "", 0)
-			}
-		}()
-	}
+	stop := readWhile(t, func() error {
+		if err := dst.Dump(io.Discard); err != nil {
+			return err
+		}
+		dst.Children("/a", "", 0)
+		return nil
+	})
 	for range 5 {
 		if err := dst.Restore(bytes.NewReader(state)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if _, err := stale.WriteTo(io.Discard); !errors.Is(err, namespace.ErrBadSnapshot) {
 		t.Fatalf("WriteTo of a snapshot taken before a restore = %v, want ErrBadSnapshot", err)
 	}
 	if dump(t, dst) != dump(t, src) {
 		t.Fatal("restored state differs from the source")
 	}
+}
+
+// readWhile runs read in a loop on two goroutines until the returned stop
+// is called (which waits for them); a read's error fails t and ends its
+// goroutine. Run with -race: the reads race what the test applies.
+func readWhile(t *testing.T, read func() error) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := read(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }
