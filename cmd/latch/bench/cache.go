@@ -16,10 +16,7 @@ import (
 // invalidations to be acknowledged. Cachers 0 measures the same sets on a
 // node nobody caches.
 func (r *runner) cachedSet(rep *Report) error {
-	key := r.path("key")
-	ctx, cancel := r.opCtx()
-	_, err := r.ctl.Create(ctx, key, r.data())
-	cancel()
+	key, err := r.createNode("key")
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,7 @@ import (
 // connection answers from its cache: the latency of a read that needs no
 // round trip).
 func (r *runner) get(rep *Report, scenario string) error {
-	key := r.path("key")
-	ctx, cancel := r.opCtx()
-	_, err := r.ctl.Create(ctx, key, r.data())
-	cancel()
+	key, err := r.createNode("key")
 	if err != nil {
 		return err
 	}

@@ -59,10 +59,7 @@ type seen struct {
 // data watch on it runs on another: "put → event" is from just before the
 // Set call to the moment the watcher's event for that revision arrives.
 func (r *runner) watch(rep *Report) error {
-	key := r.path("watched")
-	ctx, cancel := r.opCtx()
-	_, err := r.ctl.Create(ctx, key, r.data())
-	cancel()
+	key, err := r.createNode("watched")
 	if err != nil {
 		return err
 	}
@@ -124,4 +121,14 @@ func (r *runner) watch(rep *Report) error {
 		OpLatency{Op: "put→event", Latency: Summarize(evLat)})
 	rep.Notes = append(rep.Notes, "one writer and one watcher on two connections; put→event is from the start of Set to the watcher receiving that revision")
 	return nil
+}
+
+// createNode creates the run's node name with DataSize bytes of data and
+// returns its path.
+func (r *runner) createNode(name string) (string, error) {
+	key := r.path(name)
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	_, err := r.ctl.Create(ctx, key, r.data())
+	return key, err
 }
