@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/clock"
 	"github.com/latch-io/latch/session"
 )
 
@@ -145,7 +146,7 @@ func (s *Server) openFront() error {
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
 	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
-	f.keep = newLeaseKeeper(s, monoTime(s.cfg.Monotonic).Now)
+	f.keep = newLeaseKeeper(s, clock.Mono(s.cfg.Monotonic).Now)
 	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
 	f.register()

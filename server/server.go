@@ -23,10 +23,6 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// monoTime is the lease table's monotonic time (clock.Mono), by the name
-// the front's wiring (quic.go) gives it.
-type monoTime = clock.Mono
-
 // Server is one cluster member: raft over badger-backed stores, the
 // namespace state machine, membership and the admin HTTP endpoint.
 type Server struct {
