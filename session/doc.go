@@ -201,17 +201,15 @@
 // growing to 2 MiB (or a largest frame), 512 KiB per connection growing
 // to twice that: what one connection can make its peer buffer.
 //
-// # No 0-RTT, no resumption
+// # Resumption, no 0-RTT
 //
 // Connections do not use 0-RTT: early data can be replayed by anyone on
 // the path, and the first requests on a connection (Hello, session open or
 // resume, lock requests) change state, so a replay could act twice.
-// Clients keep no TLS session-ticket cache either: a reconnection after a
-// failover reaches another member, whose ticket keys differ, and one
-// connection per session means a new client each time, so a cache would
-// rarely hit. Sharing ticket keys across members would be a new secret to
-// distribute and rotate for about a tenth of a connection's CPU (in
-// profiles of one connection per session the TLS 1.3 handshake is 23% of
-// the client's CPU and 18% of the leader's, and resumption saves the
-// certificate signature and its verification, not the key exchange).
+// They do resume: a client config keeps a TLS session-ticket cache
+// (NewTicketCache), and the members share their ticket keys
+// (Listener.SetTicketKeys, fed by the server's member-only ticket-key
+// route), so after a failover a client resumes on the new leader with the
+// old one's ticket: a resumption saves the certificate signature and its
+// verification, not the key exchange.
 package session
