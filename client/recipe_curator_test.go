@@ -118,8 +118,13 @@ func TestCuratorRecipes(t *testing.T) {
 					tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 					data, err := q.Take(tctx)
 					cancel()
-					if errors.Is(err, context.DeadlineExceeded) {
-						return // drained
+					if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrUnknownOutcome) {
+						// Drained, or only slow (a loaded machine): the
+						// queue's length tells, not the timeout.
+						if n, err := q.Len(ctx); err == nil && n == 0 {
+							return
+						}
+						continue
 					}
 					qh.take(string(data), err)
 				}

@@ -52,6 +52,11 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 		resp, err := session.RoundTrip(ctx, l.conn, req)
 		if err != nil {
 			if ctx.Err() != nil {
+				if !retryable(req.Type) {
+					// The request may have reached the leader before the
+					// stream was reset: it may yet be applied.
+					return nil, nil, fmt.Errorf("%w: %s %s: %w", ErrUnknownOutcome, req.Type, req.Path, ctx.Err())
+				}
 				return nil, nil, ctx.Err()
 			}
 			if errors.Is(err, ErrFrameTooLarge) {

@@ -66,9 +66,14 @@ func TestCloseManyRequestsDoesNotStall(t *testing.T) {
 	if err := <-failed; err != nil {
 		t.Fatal(err)
 	}
-	if eph, err := leader.Store().SessionEphemerals(big); err != nil || len(eph) != requests {
-		t.Fatalf("the big session has %d requests (%v), want %d", len(eph), err, requests)
-	}
+	// The member read may be a follower (or a deposed leader) that has
+	// not applied the last proposals yet: wait for it, do not count early.
+	servertest.Eventually(t, "the big session's requests on the member read", func() error {
+		if eph, err := leader.Store().SessionEphemerals(big); err != nil || len(eph) != requests {
+			return fmt.Errorf("the big session has %d requests (%v), want %d", len(eph), err, requests)
+		}
+		return nil
+	})
 
 	other := tc.dial(10 * time.Second)
 	if _, err := other.Create(ctx, "/other", nil); err != nil {
