@@ -19,6 +19,9 @@ func (s *Store) ApplyBatch(entries []namespace.BatchEntry) []*namespace.Result {
 	out := make([]*namespace.Result, len(entries))
 	// One allocation for the batch's results, and room for one or two
 	// events each: a batch costs a few allocations, not a few per entry.
+	// A result kept alive keeps its batch's arrays with it; the server's
+	// observers copy the events they keep, and a proposer holds its
+	// result only while it answers.
 	results := make([]namespace.Result, len(entries))
 	b := s.newBatch()
 	b.events = make([]namespace.Event, 0, 2*len(entries))
