@@ -17,11 +17,19 @@ func (s *Store) ApplyBatch(entries []namespace.BatchEntry) []*namespace.Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*namespace.Result, len(entries))
+	// One allocation for the batch's results, and room for one or two
+	// events each: a batch costs a few allocations, not a few per entry.
+	// A result kept alive keeps its batch's arrays with it; the server's
+	// observers copy the events they keep, and a proposer holds its
+	// result only while it answers.
+	results := make([]namespace.Result, len(entries))
 	b := s.newBatch()
+	b.events = make([]namespace.Event, 0, 2*len(entries))
 	c := newCmdCtx(b)
 	for i := range entries {
 		e := &entries[i]
-		r := &namespace.Result{Index: e.Index}
+		r := &results[i]
+		r.Index = e.Index
 		out[i] = r
 		switch {
 		case b.err != nil:
@@ -56,7 +64,7 @@ func (s *Store) ApplyBatch(entries []namespace.BatchEntry) []*namespace.Result {
 			b.applied = e.Index
 			continue
 		}
-		r.Events = c.events
+		r.Events = b.keepEvents(c.events)
 		b.add(c, r)
 		if e.Cmd.Op == namespace.OpHashCheck && r.Err == nil && b.commitAndRenew() {
 			r.HashView = s.readView()
@@ -79,6 +87,11 @@ type batch struct {
 	clock   int64
 	pending []*namespace.Result // results of the commands in txn, failed on a commit error
 	arena   []byte              // what carve cuts from
+	nodes   []node              // what newNode cuts from
+	// events holds the events of the batch's commands back to back: each
+	// command appends to the free room after them (cmdCtx.reset) and
+	// keepEvents claims what a successful one made.
+	events []namespace.Event
 
 	acl    *aclTable      // the rules as of the last successful command; published on commit
 	limits *limitsInForce // the settings the next command runs under; published on commit
@@ -122,6 +135,31 @@ func (b *batch) carve(n int) []byte {
 	l := len(b.arena)
 	b.arena = b.arena[:l+n]
 	return b.arena[l : l : l+n]
+}
+
+// keepEvents returns a successful command's events for its result, capped
+// so that appending to them cannot reach the next command's, and claims
+// the room they took in b.events. Events that outgrew that room were
+// moved by append and take none of it.
+func (b *batch) keepEvents(evs []namespace.Event) []namespace.Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	if n := len(b.events) + len(evs); n <= cap(b.events) {
+		b.events = b.events[:n]
+	}
+	return evs[:len(evs):len(evs)]
+}
+
+// newNode returns a new node holding a copy of n. Nodes a batch reads or
+// makes are cut from chunks: the batch's commands never free one, and
+// nothing keeps one past the batch but the read cache, which copies.
+func (b *batch) newNode(n *node) *node {
+	if len(b.nodes) == cap(b.nodes) {
+		b.nodes = make([]node, 0, min(max(2*cap(b.nodes), 8), 256))
+	}
+	b.nodes = append(b.nodes, *n)
+	return &b.nodes[len(b.nodes)-1]
 }
 
 // add moves a successful command's writes into the transaction, committing
@@ -265,7 +303,8 @@ func newCmdCtx(b *batch) *cmdCtx {
 
 func (c *cmdCtx) reset(index uint64, now int64) {
 	c.index, c.now = index, now
-	c.events = nil
+	// The free room after the batch's events so far (batch.keepEvents).
+	c.events = c.b.events[len(c.b.events):]
 	c.lockOps = c.lockOps[:0]
 	c.tryReq = nil
 	c.queued = c.queued[:0]
@@ -295,7 +334,11 @@ func (c *cmdCtx) node(p string) (*node, error) {
 		return o.n, nil
 	}
 	cache := c.b.s.cache
-	if n, found := cache.node(p); found {
+	if cn, exists, found := cache.node(p); found {
+		var n *node
+		if exists {
+			n = c.b.newNode(&cn) // the caller may change it
+		}
 		c.nodes[p] = overlayNode{n: n}
 		return n, nil
 	}

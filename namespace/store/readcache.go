@@ -25,9 +25,16 @@ import (
 // when an entry would not fit, the cache starts over empty (a working set
 // larger than the cache misses anyway).
 type readCache struct {
-	nodes map[string]*node     // by path; nil: no node there
-	raw   map[string]cachedRaw // by key
-	bytes int                  // estimated memory held
+	nodes map[string]cachedNode // by path
+	raw   map[string]cachedRaw  // by key
+	bytes int                   // estimated memory held
+}
+
+// cachedNode is a node held by value, so that caching one costs no
+// allocation of its own.
+type cachedNode struct {
+	n  node
+	ok bool // false: no node there
 }
 
 type cachedRaw struct {
@@ -45,7 +52,7 @@ const (
 )
 
 func newReadCache() *readCache {
-	return &readCache{nodes: map[string]*node{}, raw: map[string]cachedRaw{}}
+	return &readCache{nodes: map[string]cachedNode{}, raw: map[string]cachedRaw{}}
 }
 
 // reset drops everything: badger's state is no longer what was cached.
@@ -55,16 +62,12 @@ func (rc *readCache) reset() {
 	rc.bytes = 0
 }
 
-// node returns a copy of the cached node at p (nil when absent) and
-// whether p is cached. The caller owns the copy; the data is shared and
-// never written in place.
-func (rc *readCache) node(p string) (n *node, found bool) {
+// node returns a copy of the cached node at p, whether there is a node
+// there, and whether p is cached. The data is shared and never written in
+// place.
+func (rc *readCache) node(p string) (n node, exists, found bool) {
 	c, found := rc.nodes[p]
-	if !found || c == nil {
-		return nil, found
-	}
-	cp := *c
-	return &cp, true
+	return c.n, c.ok, found
 }
 
 // putNode records the node at p as badger now has it (nil: absent). It
@@ -77,20 +80,19 @@ func (rc *readCache) putNode(p string, n *node) {
 	size := len(p) + cacheEntryOverhead + vlen
 	if old, ok := rc.nodes[p]; ok {
 		rc.bytes -= len(p) + cacheEntryOverhead
-		if old != nil {
-			rc.bytes -= len(old.data) + maxNodeHeader
+		if old.ok {
+			rc.bytes -= len(old.n.data) + maxNodeHeader
 		}
 		delete(rc.nodes, p)
 	}
 	if !rc.fits(size, vlen) {
 		return
 	}
-	var cp *node
+	c := cachedNode{ok: n != nil}
 	if n != nil {
-		c := *n
-		cp = &c
+		c.n = *n
 	}
-	rc.nodes[p] = cp
+	rc.nodes[p] = c
 	rc.bytes += size
 }
 

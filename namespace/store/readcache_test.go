@@ -29,12 +29,12 @@ func checkReadCache(t testing.TB, s *Store) {
 			}
 			return nil
 		}
-		for p, n := range s.cache.nodes {
+		for p, c := range s.cache.nodes {
 			var want []byte
-			if n != nil {
-				want = appendNode(nil, n)
+			if c.ok {
+				want = appendNode(nil, &c.n)
 			}
-			if err := check("node "+p, nodeKey(p), want, n != nil); err != nil {
+			if err := check("node "+p, nodeKey(p), want, c.ok); err != nil {
 				return err
 			}
 		}

@@ -36,7 +36,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // entrySum is the checksum of l's fields with ext as its Extensions.
 func entrySum(l *raft.Log, ext []byte) uint32 {
-	var hdr [5*binary.MaxVarintLen64 + 1]byte
+	return entrySumBuf(l, ext, make([]byte, 0, sumHeaderLen))
+}
+
+// sumHeaderLen bounds the header entrySumBuf encodes.
+const sumHeaderLen = 5*binary.MaxVarintLen64 + 1
+
+// entrySumBuf is entrySum with hdr (empty, capacity sumHeaderLen) as its
+// scratch space: what crc32 reads escapes, so a caller that sums many
+// entries passes one buffer for all.
+func entrySumBuf(l *raft.Log, ext, hdr []byte) uint32 {
 	b := binary.AppendUvarint(hdr[:0], l.Index)
 	b = binary.AppendUvarint(b, l.Term)
 	b = append(b, byte(l.Type))
@@ -56,10 +65,15 @@ func entrySum(l *raft.Log, ext []byte) uint32 {
 // sealEntry returns l's Extensions with the trailer appended. It does not
 // change l: raft keeps its own entries (in its log cache) as they were.
 func sealEntry(l *raft.Log) []byte {
-	ext := make([]byte, 0, len(l.Extensions)+trailerLen)
-	ext = append(ext, l.Extensions...)
-	ext = binary.LittleEndian.AppendUint32(ext, entrySum(l, l.Extensions))
-	return append(ext, trailerMagic, trailerVersion)
+	return appendSealed(nil, l, make([]byte, 0, sumHeaderLen))
+}
+
+// appendSealed appends l's sealed Extensions to buf, with hdr as
+// entrySumBuf's scratch.
+func appendSealed(buf []byte, l *raft.Log, hdr []byte) []byte {
+	buf = append(buf, l.Extensions...)
+	buf = binary.LittleEndian.AppendUint32(buf, entrySumBuf(l, l.Extensions, hdr))
+	return append(buf, trailerMagic, trailerVersion)
 }
 
 // openEntry checks the trailer of l, read at index, and removes it from
@@ -146,15 +160,25 @@ func (w *WAL) StoreLog(l *raft.Log) error {
 }
 
 // StoreLogs stores entries with their checksums, durably, in one write and
-// one fsync.
+// one fsync. A batch costs a fixed few allocations whatever its length:
+// raft-wal copies what it stores before it returns, so the sealed copies
+// and their trailers share one buffer each.
 func (w *WAL) StoreLogs(logs []*raft.Log) error {
 	w.watch.begin()
 	defer w.watch.end()
 	sealed := make([]raft.Log, len(logs))
 	ptrs := make([]*raft.Log, len(logs))
+	size := 0
+	for _, l := range logs {
+		size += len(l.Extensions) + trailerLen
+	}
+	buf := make([]byte, 0, size)
+	hdr := make([]byte, 0, sumHeaderLen)
 	for i, l := range logs {
+		start := len(buf)
+		buf = appendSealed(buf, l, hdr)
 		sealed[i] = *l
-		sealed[i].Extensions = sealEntry(l)
+		sealed[i].Extensions = buf[start:len(buf):len(buf)]
 		ptrs[i] = &sealed[i]
 	}
 	return w.WAL.StoreLogs(ptrs)
