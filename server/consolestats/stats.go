@@ -1,7 +1,7 @@
 // Package consolestats samples one member's counters for the web
 // console's charts: once a second (Interval) into a ring of the last few
 // minutes (History), which the member's HTTP API streams as Server-Sent
-// Events (package server, api_console_stats.go). Decisions:
+// Events (package httpapi, console_stats.go). Decisions:
 //
 //   - The source is the member's Prometheus series: what the charts show
 //     is what /metrics says, read without a scrape. Writes are commands
