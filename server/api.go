@@ -176,7 +176,10 @@ func (s *Server) statsSource() consolestats.Source {
 			ss, err := s.store.Sessions()
 			return len(ss), err
 		},
-		Locks:    s.store.CountLocks,
+		Locks: func() (int, int, error) {
+			c, err := s.store.CountLocks()
+			return c.Held, c.Waiting, err
+		},
 		Requests: requestsTotal,
 		Latency:  requestSeconds,
 	}
