@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/server/httpapi"
 	"github.com/latch-io/latch/session"
 )
@@ -20,7 +21,10 @@ type apiMember struct {
 	f *front
 }
 
-var _ httpapi.Member = apiMember{}
+var (
+	_ httpapi.Member = apiMember{}
+	_ httpapi.Stats  = (*consolestats.Sampler)(nil)
+)
 
 // apiConn is one API request as a connection of the QUIC front: its
 // identity, and the sessions whose tokens it presented attached.

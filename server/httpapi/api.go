@@ -21,7 +21,6 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/apiwire"
-	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/session"
 )
 
@@ -60,9 +59,9 @@ type Config struct {
 	MemberCAs  *x509.CertPool
 	// GatewayCAs issue gateway certificates (APIGatewayCA; nil: none).
 	GatewayCAs *x509.CertPool
-	// Stats is the member's sampler for the console's charts; the
-	// member runs it.
-	Stats *consolestats.Sampler
+	// Stats is the member's sampler for the console's charts (a
+	// *consolestats.Sampler the member runs).
+	Stats Stats
 	Log   *slog.Logger
 	// Context ends when the member stops; Go runs a goroutine the member
 	// waits for when it stops.
@@ -86,9 +85,9 @@ type API struct {
 	fwd           *http.Client // to the leader's API, presenting ownCert
 	routes        []apiRoute
 	addr          string
-	hosts         apiwire.HostSet       // the Host names it answers to (guard.go)
-	stats         *consolestats.Sampler // the console's charts (console_stats.go)
-	gateways      *x509.CertPool        // issuers of gateway certificates (gateway.go); nil: none
+	hosts         apiwire.HostSet // the Host names it answers to (guard.go)
+	stats         Stats           // the console's charts (console_stats.go)
+	gateways      *x509.CertPool  // issuers of gateway certificates (gateway.go); nil: none
 
 	watches  atomic.Int64 // SSE streams open
 	requests atomic.Int64 // other requests in flight

@@ -20,6 +20,16 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
+// Stats is a member's ring of samples (a consolestats.Sampler).
+type Stats interface {
+	// Open counts a stream open until closed is called: while any is,
+	// the gauges are read every second.
+	Open() (closed func())
+	// Since returns the samples after seq, oldest first, and a channel
+	// closed at the next sample.
+	Since(seq uint64) ([]consolestats.Sample, <-chan struct{})
+}
+
 // statsHistoryMessage is the first message of a stats stream.
 type statsHistoryMessage struct {
 	Member     string                `json:"member"`

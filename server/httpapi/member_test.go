@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,7 +77,8 @@ func (c *fakeConn) Call(_ context.Context, req *session.Request) (*session.Respo
 }
 
 func newTestAPI(m *fakeMember) http.Handler {
-	a := &API{cfg: Config{ID: m.self, MaxRequests: 8, MaxWatches: 8, MaxBody: 1 << 20, ApplyTimeout: 50 * time.Millisecond}, m: m}
+	a := &API{cfg: Config{ID: m.self, MaxRequests: 8, MaxWatches: 8, MaxBody: 1 << 20, ApplyTimeout: 50 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, m: m}
 	a.routes = a.routeTable()
 	return a.Handler("127.0.0.1:7423")
 }
