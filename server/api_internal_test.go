@@ -19,8 +19,21 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/server/apispec"
+	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
+
+// The API's wire names, as a client spells them (package httpapi serves
+// them).
+const hdrSession = apiwire.HeaderSession
+
+type apiErrorBody = apiwire.ErrorBody
+
+// apiSession is the answer of POST /api/v1/sessions.
+type apiSession struct {
+	SessionID uint64 `json:"session_id"`
+	Token     string `json:"token"`
+}
 
 // apiTestClient returns an HTTPS client trusting s's dev CA.
 func apiTestClient(t *testing.T, s *Server) *http.Client {
@@ -150,8 +163,9 @@ func TestAPIBadInput(t *testing.T) {
 	}
 }
 
-// The OpenAPI document lists every route the API serves, and every
-// documented route answers (not NoRoute, not MethodNotAllowed).
+// Every operation the OpenAPI document lists answers on a live member
+// (not NoRoute, not MethodNotAllowed, no 5xx). That every route the API
+// serves is documented is httpapi's TestAPIOpenAPIRoutes.
 func TestAPIOpenAPI(t *testing.T) {
 	s := startDev(t)
 	var doc struct {
@@ -171,19 +185,6 @@ func TestAPIOpenAPI(t *testing.T) {
 	sort.Slice(documented, func(i, j int) bool {
 		return documented[i].path+documented[i].method < documented[j].path+documented[j].method
 	})
-	// Every route: some documented path of its method matches its pattern.
-	for _, rt := range s.api.routes {
-		pat := strings.ReplaceAll(strings.TrimSuffix(rt.pattern, "{$}"), "{path...}", "{path}")
-		found := false
-		for _, d := range documented {
-			if d.method == rt.method && (d.path == pat || strings.HasPrefix(d.path, pat+"/")) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("route %s %s is not in openapi.json", rt.method, rt.pattern)
-		}
-	}
 	// Every documented operation answers.
 	hc := apiTestClient(t, s)
 	sess := openTestSession(t, hc, s)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/session"
@@ -75,30 +73,4 @@ func (s *Server) bootstrapCell(ctx context.Context) error {
 		return fmt.Errorf("cell root %s: %w", root, err)
 	}
 	return nil
-}
-
-// apiActions are the last segments of lock and election routes that name
-// an action or a view, not a node (splitAction).
-var apiActions = map[string]bool{
-	"acquire": true, "release": true, "renew": true, "queue": true, "history": true,
-	"campaign": true, "proclaim": true, "resign": true, "leader": true, "observe": true,
-}
-
-// checkCell refuses an API request whose {path...} lies outside this
-// member's cell with the QUIC front's error (HTTP 421), before it is
-// served or forwarded. Paths in bodies (multi ops, lock nodes) are checked
-// by front.checkCell on the way to their handler.
-func (a *apiFront) checkCell(r *http.Request, rt apiRoute) error {
-	cell := a.s.cfg.Cell
-	if cell == "" || !strings.HasSuffix(rt.pattern, "{path...}") {
-		return nil
-	}
-	p := apiPath(r)
-	if strings.HasPrefix(rt.pattern, "/api/v1/locks/") || strings.HasPrefix(rt.pattern, "/api/v1/elections/") {
-		p = lockRoutePath(r, rt)
-	}
-	if session.InCell(p, cell) {
-		return nil
-	}
-	return session.WrongCell(p, cell)
 }

@@ -48,7 +48,7 @@
 //     only. front.checkCell refuses any request naming another path
 //     (Path, Node, Sequencer.Path, each Multi op, each Txn compare and
 //     op) with session.ErrWrongCell before its handler runs, on the QUIC front and for the HTTP API's
-//     bodies; apiFront.checkCell refuses a route's {path...} the same way
+//     bodies; package httpapi refuses a route's {path...} the same way
 //     before it is served or forwarded. The check is per-member config at
 //     the front, never in Apply: every member of a cell has the same flag,
 //     and what Apply decides still comes from the log alone. The leader
@@ -98,29 +98,19 @@
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
 //     end through the log. Lock-delay default and cap are the cluster
 //     settings DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
-//   - HTTP/JSON API (api*.go): a second front on Config.APIAddr (HTTPS
-//     with the client front's certificate and client CA) serving
-//     sessions, nodes, locks, elections, SSE watches, an OpenAPI document
-//     (package apispec) and the web console (package console). It holds no
-//     logic: unary requests run through front.call, the QUIC front's
-//     handlers; acquire through the lock service's acquisition engine
-//     (release and renew name the request node to its unary handlers,
-//     after finding it by fencing token); watches through
-//     the watch hub. Followers forward leader-only requests to the
-//     leader's API with the caller's identity, believed only from a peer
-//     presenting this member's own certificate (api_identity.go; the
-//     forwarding: api_forward.go). api.go says the rest;
-//     api_guard.go the names it answers to; package apiwire what it
-//     refuses from browsers (non-JSON bodies, cross-site requests, foreign
-//     Host names), the security headers every answer carries, the error
-//     shape and status per code, shared with latch gateway, which links
-//     no member; api_gateway.go whom it believes besides a member (a
-//     gateway certificate of Config.APIGatewayCA); api_lock.go the lock
-//     routes, api_lockqueue.go the queue listings, api_election.go the
-//     elections; api_console_stats.go the console's chart stream, whose
-//     samples package consolestats takes through the functions of a
-//     Source; api_lockroute.go how a lock path and its view are read;
-//     api_leasewait.go how a waiting implicit lease stays alive.
+//   - HTTP/JSON API (package httpapi, its doc.go the design): a second
+//     front on Config.APIAddr (HTTPS with the client front's certificate
+//     and client CA) serving sessions, nodes, locks, elections, SSE
+//     watches, an OpenAPI document (package apispec) and the web console
+//     (package console). It holds no logic and does not import this
+//     package: it declares what it needs (httpapi.Member), which
+//     api_member.go implements over this member's parts: unary requests
+//     run through front.call, the QUIC front's handlers; acquire through
+//     the lock service's acquisition engine (lock_acquire.go, with a
+//     pollCaller); watches through the watch hub; every error leaves as
+//     its wire error. api.go wires it: the listener, the http.Server, the
+//     console's sampler (package consolestats, fed by statsSource) and
+//     Config.APIGatewayCA.
 //   - Integrity: a storage fault in the namespace store, a raft log entry
 //     that fails its checksum (raftstore/checksum.go: every entry is
 //     checked on read, and the whole log before the member starts, which

@@ -3,10 +3,11 @@ package server
 // The one lock acquisition engine: request (or re-attach), wait, withdraw
 // and outcome, as every front runs it. The QUIC front (MsgLock streams
 // and MsgLockCall, lock_stream.go and lock_requests.go) and the HTTP
-// long poll (api_lock.go) differ only in how their caller learns of the
-// request's progress and how it goes away: that is a lockCaller. Release
-// and renew are the unary handlers (lock_requests.go), which the HTTP
-// front calls too, after resolving a fencing token to its request node.
+// long poll (package httpapi, through api_member.go) differ only in how
+// their caller learns of the request's progress and how it goes away:
+// that is a lockCaller. Release and renew are the unary handlers
+// (lock_requests.go), which the HTTP front calls too, after resolving a
+// fencing token to its request node.
 
 import (
 	"fmt"

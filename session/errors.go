@@ -51,7 +51,7 @@ var (
 	ErrBadConfig    = errors.New("latch: bad transport config")
 	ErrBadCert      = errors.New("latch: bad certificate")
 
-	// Errors of the HTTP/JSON API (server/api.go).
+	// Errors of the HTTP/JSON API (server/httpapi).
 
 	// ErrNoRoute: the HTTP API has no such route; see GET /api/v1/openapi.json.
 	ErrNoRoute = errors.New("latch: no such API route")

@@ -1,7 +1,7 @@
 // Package consolestats samples one member's counters for the web
 // console's charts: once a second (Interval) into a ring of the last few
 // minutes (History), which the member's HTTP API streams as Server-Sent
-// Events (package server, api_console_stats.go). Decisions:
+// Events (package httpapi, console_stats.go). Decisions:
 //
 //   - The source is the member's Prometheus series: what the charts show
 //     is what /metrics says, read without a scrape. Writes are commands
@@ -31,7 +31,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/session"
 )
 
@@ -99,7 +98,7 @@ type Source struct {
 	Leader   func() bool    // the member is the ready leader
 	Writes   func() float64 // commands proposed as leader, committed (ok or rejected)
 	Sessions func() (int, error)
-	Locks    func() (store.LockCounts, error)
+	Locks    func() (held, waiting int, err error) // lock requests granted, not yet granted
 	// Requests and Latency are the request series: a counter labelled
 	// member, type and result, and a histogram labelled member and type.
 	// Only the series of member ID count.
@@ -217,8 +216,7 @@ func (st *Sampler) sample(gauges bool) {
 		if n, err := src.Sessions(); err == nil {
 			smp.Sessions = &n
 		}
-		if c, err := src.Locks(); err == nil {
-			held, waiting := c.Held, c.Waiting
+		if held, waiting, err := src.Locks(); err == nil {
 			smp.LocksHeld, smp.LocksWaiting = &held, &waiting
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/namespace/store"
 )
 
 func TestBucketQuantile(t *testing.T) {
@@ -74,7 +73,7 @@ func TestConsoleStatsSample(t *testing.T) {
 		Leader:   func() bool { return true },
 		Writes:   func() float64 { return writes },
 		Sessions: func() (int, error) { return 7, nil },
-		Locks:    func() (store.LockCounts, error) { return store.LockCounts{Held: 2, Waiting: 5}, nil },
+		Locks:    func() (int, int, error) { return 2, 5, nil },
 		Requests: requestsTotal,
 		Latency:  requestSeconds,
 	})

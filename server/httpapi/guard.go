@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The names this member's API answers to, for the guard every request
 // passes before any route (the rules: server/apiwire/guard.go): a page
@@ -21,7 +21,7 @@ const APIAnyHost = apiwire.AnyHost
 // listen address (every IP literal when it is unspecified), localhost,
 // 127.0.0.1, ::1, the DNS names and IP addresses of its certificate, and
 // Config.APIHosts.
-func (a *apiFront) apiHosts() apiwire.HostSet {
+func (a *API) apiHosts() apiwire.HostSet {
 	var hs apiwire.HostSet
 	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
 		hs.Add(h)
@@ -37,13 +37,13 @@ func (a *apiFront) apiHosts() apiwire.HostSet {
 			hs.Add(ip.String())
 		}
 	}
-	for _, h := range a.s.cfg.APIHosts {
+	for _, h := range a.cfg.Hosts {
 		hs.Add(h)
 	}
 	return hs
 }
 
 // guard runs the API's guard (apiwire.Guard) with this member's names.
-func (a *apiFront) guard(w http.ResponseWriter, r *http.Request) bool {
+func (a *API) guard(w http.ResponseWriter, r *http.Request) bool {
 	return apiwire.Guard(w, r, a.hosts.Allows)
 }

@@ -1,7 +1,7 @@
-package server
+package httpapi
 
 // API routes that list locks: one path's queue and every queue (the
-// console's view), in the JSON shape of api_lock.go.
+// console's view), in the JSON shape of lock.go.
 
 import (
 	"net/http"
@@ -11,8 +11,8 @@ import (
 )
 
 // lockQueue answers GET /api/v1/locks/{path} (and .../queue, or
-// ?view=queue); the history view is lockHistory (api_lockroute.go).
-func (a *apiFront) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
+// ?view=queue); the history view is lockHistory (lockroute.go).
+func (a *API) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
 	path, view, err := lockView(r)
 	if err != nil {
 		apiError(w, err)
@@ -35,7 +35,7 @@ func (a *apiFront) lockQueue(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, map[string]any{"path": path, "queue": a.apiLocks(resp.Locks), "more": resp.More, "revision": resp.Rev})
 }
 
-func (a *apiFront) apiLocks(in []session.LockInfo) []apiLock {
+func (a *API) apiLocks(in []session.LockInfo) []apiLock {
 	out := make([]apiLock, 0, len(in))
 	for _, li := range in {
 		l := apiLock{
@@ -46,7 +46,7 @@ func (a *apiFront) apiLocks(in []session.LockInfo) []apiLock {
 		}
 		if !li.Phantom {
 			l.Node = li.Node
-			if data, _, err := a.s.store.Get(li.Node); err == nil {
+			if data, _, err := a.m.Get(li.Node); err == nil {
 				l.ClientID = string(data)
 			}
 		}
@@ -59,12 +59,12 @@ func (a *apiFront) apiLocks(in []session.LockInfo) []apiLock {
 const maxAPILockPaths = 1000
 
 // allLocks lists every lock queue (GET /api/v1/locks).
-func (a *apiFront) allLocks(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := a.s.LinearizableRead(r.Context()); err != nil {
+func (a *API) allLocks(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := a.m.LinearizableRead(r.Context()); err != nil {
 		apiError(w, err)
 		return
 	}
-	rev := a.s.fsmApplied()
+	rev := a.m.Applied()
 	locks, more, err := a.lockQueues(c.identity)
 	if err != nil {
 		apiError(w, err)
@@ -80,17 +80,17 @@ type apiQueue struct {
 
 // lockQueues reads every queue from this member's state that identity
 // may read (ACL rules).
-func (a *apiFront) lockQueues(identity string) ([]apiQueue, bool, error) {
-	paths, more, err := a.s.store.LockPaths(maxAPILockPaths)
+func (a *API) lockQueues(identity string) ([]apiQueue, bool, error) {
+	paths, more, err := a.m.LockPaths(maxAPILockPaths)
 	if err != nil {
 		return nil, false, err
 	}
 	out := make([]apiQueue, 0, len(paths))
 	for _, p := range paths {
-		if a.s.store.Authorize(identity, p, namespace.PermRead) != nil {
+		if a.m.Authorize(identity, p, namespace.PermRead) != nil {
 			continue
 		}
-		q, err := a.s.store.LockQueue(p)
+		q, err := a.m.LockQueue(p)
 		if err != nil {
 			return nil, false, err
 		}

@@ -1,9 +1,9 @@
-package server
+package httpapi
 
 // API routes for elections: an election is an exclusive lock whose request
 // node holds the candidate's value (client.Election); the term is the
 // fencing token. Campaign and resign are the lock routes' acquire and
-// release (api_lock.go); proclaim sets the held request node's value.
+// release (lock.go); proclaim sets the held request node's value.
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) electionAction(w http.ResponseWriter, r *http.Request, c caller) {
 	path, action, err := splitAction(r, "campaign", "proclaim", "resign")
 	if err != nil {
 		apiError(w, err)
@@ -54,13 +54,13 @@ func (a *apiFront) electionAction(w http.ResponseWriter, r *http.Request, c call
 
 // electionRead serves GET .../leader (leader-only, linearizable) and
 // .../observe (any member, from its own state).
-func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) electionRead(w http.ResponseWriter, r *http.Request, c caller) {
 	path, action, err := splitAction(r, "leader", "observe")
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	if err := a.s.store.Authorize(c.identity, path, namespace.PermRead); err != nil {
+	if err := a.m.Authorize(c.identity, path, namespace.PermRead); err != nil {
 		apiError(w, err)
 		return
 	}
@@ -69,7 +69,7 @@ func (a *apiFront) electionRead(w http.ResponseWriter, r *http.Request, c caller
 		return
 	}
 	a.atLeader(w, r, c, func(w http.ResponseWriter, r *http.Request, _ caller) {
-		if err := a.s.LinearizableRead(r.Context()); err != nil {
+		if err := a.m.LinearizableRead(r.Context()); err != nil {
 			apiError(w, err)
 			return
 		}
@@ -95,10 +95,10 @@ type apiLeader struct {
 
 // leaderOf reads the election on path from this member's state: the
 // first granted exclusive request that is not in lock-delay leads.
-func (a *apiFront) leaderOf(path string) apiLeader {
+func (a *API) leaderOf(path string) apiLeader {
 	for tries := 0; tries < 3; tries++ {
-		rev := a.s.fsmApplied()
-		q, err := a.s.store.LockQueue(path)
+		rev := a.m.Applied()
+		q, err := a.m.LockQueue(path)
 		if err != nil {
 			break
 		}
@@ -112,11 +112,11 @@ func (a *apiFront) leaderOf(path string) apiLeader {
 		if holder == nil {
 			return apiLeader{Path: path, None: true, Revision: rev}
 		}
-		data, _, err := a.s.store.Get(holder.Node)
+		data, _, err := a.m.Get(holder.Node)
 		if err != nil {
 			continue // the leader changed in between: read again
 		}
 		return apiLeader{Path: path, Term: holder.Token, Node: holder.Node, Session: holder.Session, apiData: toAPIData(data), Revision: rev}
 	}
-	return apiLeader{Path: path, None: true, Revision: a.s.fsmApplied()}
+	return apiLeader{Path: path, None: true, Revision: a.m.Applied()}
 }

@@ -1,16 +1,17 @@
-package server
+package httpapi
 
 // What a member offers a gateway (latch gateway, cmd/latch): a process in
 // front of the members of several cells that serves the API and console
 // for all of them and sends each request to its cell. The trust decision:
 //
 //   - A gateway presents a client certificate issued by a CA the members
-//     are told to trust for that role (Config.APIGatewayCA, latchd
-//     --api-gateway-ca). Such a peer is believed for the identity it names
-//     in Latch-Identity, as a forwarding member is: the gateway verified
-//     the caller's certificate against its own client CA first. It is not
-//     a member: it gets no member rights and its requests are forwarded to
-//     the leader like any client's.
+//     are told to trust for that role (Config.GatewayCAs, from the
+//     server's APIGatewayCA, latchd --api-gateway-ca). Such a peer is
+//     believed for the identity it names in Latch-Identity, as a
+//     forwarding member is: the gateway verified the caller's certificate
+//     against its own client CA first. It is not a member: it gets no
+//     member rights and its requests are forwarded to the leader like any
+//     client's.
 //   - Anyone holding a key of that CA can act as any identity, so it must
 //     issue gateway certificates only (not the client CA, which would let
 //     every client speak for others).
@@ -19,30 +20,11 @@ package server
 // error shape, the headers, the console files and the OpenAPI document)
 // are leaf packages both fronts import: apiwire, console and apispec.
 
-import (
-	"crypto/x509"
-	"fmt"
-	"os"
-)
-
-func loadGatewayCA(file string) (*x509.CertPool, error) {
-	if file == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("%w: APIGatewayCA: %v", ErrBadConfig, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%w: APIGatewayCA: %s holds no PEM certificate", ErrBadConfig, file)
-	}
-	return pool, nil
-}
+import "crypto/x509"
 
 // isGatewayCert reports whether chain's leaf was issued for client use by
 // a gateway CA.
-func (a *apiFront) isGatewayCert(chain []*x509.Certificate) bool {
+func (a *API) isGatewayCert(chain []*x509.Certificate) bool {
 	if a.gateways == nil || len(chain) == 0 {
 		return false
 	}

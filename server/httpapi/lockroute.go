@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // How GET /api/v1/locks/{path...} names its lock path and its view.
 //

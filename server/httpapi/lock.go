@@ -1,10 +1,10 @@
-package server
+package httpapi
 
 // API routes for locks and elections. Acquire is the lock service's one
-// acquisition engine (lock_acquire.go) as a long poll: the answer comes
-// when the request is granted, or the wait ends (wait_timeout_ms; the
-// request is withdrawn and acquired is false), or the client goes away
-// (withdrawn). A granted lock stays held by its session after the
+// acquisition engine (server/lock_acquire.go, through Locks) as a long
+// poll: the answer comes when the request is granted, or the wait ends
+// (wait_timeout_ms; the request is withdrawn and acquired is false), or
+// the client goes away (withdrawn). A granted lock stays held by its session after the
 // answer; release, renew and the queue name it by fencing token (or
 // request node), which resolves to the request node the QUIC front's
 // release and renew handlers take.
@@ -100,7 +100,7 @@ func splitAction(r *http.Request, actions ...string) (path, action string, err e
 	return "", "", fmt.Errorf("%w: %s %s: the last segment is not one of %s", session.ErrNoRoute, r.Method, r.URL.Path, strings.Join(actions, ", "))
 }
 
-func (a *apiFront) lockAction(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) lockAction(w http.ResponseWriter, r *http.Request, c caller) {
 	path, action, err := splitAction(r, "acquire", "release", "renew")
 	if err != nil {
 		apiError(w, err)
@@ -136,7 +136,7 @@ func (a *apiFront) lockAction(w http.ResponseWriter, r *http.Request, c caller) 
 
 // acquire requests the lock on path for the request's session (or an
 // implicit lease), waits as the body says and answers with the grant.
-func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, path string, mode session.LockMode, data []byte, in apiLockBody, election bool) {
+func (a *API) acquire(w http.ResponseWriter, r *http.Request, c caller, path string, mode session.LockMode, data []byte, in apiLockBody, election bool) {
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
 		apiError(w, err)
@@ -172,22 +172,22 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 		}
 		sid = resp.Session
 		leaseToken = sessionToken(sid, resp.Secret)
-		defer a.keepWaiting(sid)() // api_leasewait.go
+		defer a.keepWaiting(sid)() // leasewait.go
 	}
 	// giveUp ends an implicit lease that holds nothing.
 	giveUp := func() {
 		if implicit {
-			ctx, cancel := context.WithTimeout(a.s.ctx, a.s.cfg.ApplyTimeout)
+			ctx, cancel := context.WithTimeout(a.cfg.Context, a.cfg.ApplyTimeout)
 			defer cancel()
-			_, _ = a.f.call(ctx, cc, &session.Request{Type: session.MsgCloseSession, Session: sid})
+			_, _ = cc.Call(ctx, &session.Request{Type: session.MsgCloseSession, Session: sid})
 		}
 	}
-	o, err := a.f.locks.acquire(&lockAcquire{
-		path: path, mode: mode, session: sid, identity: c.identity, data: data,
-		holdTTL: in.TTLMillis, lockDelay: in.LockDelayMillis, try: wait == 0, wait: wait,
-	}, pollCaller{r.Context()})
-	if o.granted {
-		a.granted(w, o.node, o.token, sid, o.rev, election, leaseToken)
+	o, err := a.m.Acquire(r.Context(), LockRequest{
+		Path: path, Mode: mode, Session: sid, Identity: c.identity, Data: data,
+		HoldTTL: in.TTLMillis, LockDelay: in.LockDelayMillis, Try: wait == 0, Wait: wait,
+	})
+	if o.Granted {
+		a.granted(w, o.Node, o.Token, sid, o.Rev, election, leaseToken)
 		return
 	}
 	giveUp()
@@ -196,14 +196,14 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 		key = "leader"
 	}
 	switch {
-	case o.ended:
+	case o.Ended:
 		// The caller gave up: its request was withdrawn.
 	case wait == 0 && errors.Is(err, session.ErrLocked):
 		// Decided inside Apply: nothing was queued.
 		writeJSON(w, http.StatusOK, map[string]any{key: false, "message": err.Error()})
-	case o.node != "" && errors.Is(err, session.ErrTimeout):
+	case o.Node != "" && errors.Is(err, session.ErrTimeout):
 		writeJSON(w, http.StatusOK, map[string]any{
-			key: false, "node": o.node, "revision": o.rev,
+			key: false, "node": o.Node, "revision": o.Rev,
 			"message": fmt.Sprintf("not granted within %dms; request withdrawn", in.WaitTimeoutMillis),
 		})
 	default:
@@ -211,20 +211,8 @@ func (a *apiFront) acquire(w http.ResponseWriter, r *http.Request, c caller, pat
 	}
 }
 
-// pollCaller is a long poll as the acquisition engine's caller: it is
-// answered once, after the engine, with the grant or the end of the
-// wait, and a request whose context ends is a client that gave up. Its
-// held lock is followed by no connection: none lives to be told.
-type pollCaller struct{ ctx context.Context }
-
-func (k pollCaller) queued(string, uint64) error { return nil }
-func (k pollCaller) follow(string)               {}
-func (k pollCaller) granted(lockOutcome) error   { return nil }
-func (k pollCaller) done() <-chan struct{}       { return k.ctx.Done() }
-func (k pollCaller) gaveUp() bool                { return true }
-
 // granted answers a grant.
-func (a *apiFront) granted(w http.ResponseWriter, node string, token, sid, rev uint64, election bool, leaseToken string) {
+func (a *API) granted(w http.ResponseWriter, node string, token, sid, rev uint64, election bool, leaseToken string) {
 	out := map[string]any{"acquired": true, "fencing_token": token, "node": node, "session_id": sid, "revision": rev}
 	if election {
 		out = map[string]any{"leader": true, "term": token, "node": node, "session_id": sid, "revision": rev}
@@ -241,14 +229,14 @@ func (a *apiFront) granted(w http.ResponseWriter, node string, token, sid, rev u
 // and renewals move that), and which one it is (expires_with "hold_ttl"
 // or "session"). An implicit lease whose ttl_ms is above the session
 // bounds ends with its session first.
-func (a *apiFront) lockEnd(out map[string]any, key, node string, sid uint64) {
+func (a *API) lockEnd(out map[string]any, key, node string, sid uint64) {
 	var end time.Time
 	with := ""
-	if info, err := a.s.store.Lock(node); err == nil && info.Deadline != 0 {
+	if info, err := a.m.Lock(node); err == nil && info.Deadline != 0 {
 		end, with = time.Unix(0, info.Deadline), "hold_ttl"
 		out["ttl_ms"] = info.HoldTTLMillis
 	}
-	if left := a.f.keep.expiresIn(sid); left > 0 {
+	if left := a.m.ExpiresIn(sid); left > 0 {
 		if s := time.Now().Add(left); with == "" || s.Before(end) {
 			end, with = s, "session"
 		}
@@ -265,13 +253,13 @@ func (a *apiFront) lockEnd(out map[string]any, key, node string, sid uint64) {
 // session's secret, checked as a resume checks it, identity included)
 // and client_id, when given, the request's data. It returns a connection
 // with the lock's session attached, and whether the lease token named it.
-func (a *apiFront) heldBy(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, bool, error) {
+func (a *API) heldBy(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, Conn, bool, error) {
 	info, cc, err := a.findHeld(r, c, path, in)
 	return info, cc, err == nil && r.Header.Get(hdrSession) == "", err
 }
 
 // findHeld is heldBy's search and checks.
-func (a *apiFront) findHeld(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, *clientConn, error) {
+func (a *API) findHeld(r *http.Request, c caller, path string, in apiLockBody) (namespace.LockInfo, Conn, error) {
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
 		return namespace.LockInfo{}, nil, err
@@ -283,14 +271,14 @@ func (a *apiFront) findHeld(r *http.Request, c caller, path string, in apiLockBo
 	var info namespace.LockInfo
 	switch {
 	case in.Node != "":
-		if info, err = a.s.store.Lock(in.Node); err != nil {
-			return info, nil, lockWireError(err)
+		if info, err = a.m.Lock(in.Node); err != nil {
+			return info, nil, err
 		}
 		if info.Path != path {
 			return info, nil, fmt.Errorf("%w: %s is a request on %s, not %s", namespace.ErrBadCommand, in.Node, info.Path, path)
 		}
 	case token != 0:
-		q, err := a.s.store.LockQueue(path)
+		q, err := a.m.LockQueue(path)
 		if err != nil {
 			return info, nil, err
 		}
@@ -328,22 +316,22 @@ func (a *apiFront) findHeld(r *http.Request, c caller, path string, in apiLockBo
 		return info, nil, fmt.Errorf("%w: lease_token is not the token of the lease that holds %s", session.ErrBadSecret, info.Node)
 	}
 	if in.ClientID != "" {
-		data, _, err := a.s.store.Get(info.Node)
+		data, _, err := a.m.Get(info.Node)
 		if err != nil {
-			return info, nil, lockWireError(err)
+			return info, nil, err
 		}
 		if string(data) != in.ClientID {
 			return info, nil, fmt.Errorf("%w: %s is not held by client_id %q", session.ErrNotHeld, info.Node, in.ClientID)
 		}
 	}
-	cc.attach(info.Session)
+	cc.Attach(info.Session)
 	return info, cc, nil
 }
 
 // release withdraws the named request (held or waiting). Named by its
 // lease token, the implicit lease is closed with it, whichever leader
 // opened it.
-func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody, election bool) {
+func (a *API) release(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody, election bool) {
 	info, cc, byLease, err := a.heldBy(r, c, path, in)
 	if err != nil {
 		if election && errors.Is(err, session.ErrNotHeld) {
@@ -374,7 +362,7 @@ func (a *apiFront) release(w http.ResponseWriter, r *http.Request, c caller, pat
 // renew restarts the lock's hold TTL and renews its session's lease.
 // ttl_ms, when given, becomes the hold TTL, and for an implicit lease the
 // session's TTL too (clamped into the session bounds), in one command.
-func (a *apiFront) renew(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody) {
+func (a *API) renew(w http.ResponseWriter, r *http.Request, c caller, path string, in apiLockBody) {
 	info, cc, byLease, err := a.heldBy(r, c, path, in)
 	if err != nil {
 		apiError(w, err)

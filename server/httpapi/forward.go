@@ -1,8 +1,8 @@
-package server
+package httpapi
 
 // Leader-only requests on a follower: forwarded to the leader's API on the
 // caller's behalf, looked for again while none is known or the one reached
-// says Latch-Retry (api.go has the whole design).
+// says Latch-Retry (doc.go has the whole design).
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// notLeaderAPI is the error of a member that cannot serve a leader-only
+// notLeader is the error of a member that cannot serve a leader-only
 // request now.
-func (s *Server) notLeaderAPI() error {
-	if id, _ := s.Leader(); id == "" || id == s.cfg.ID {
+func (a *API) notLeader() error {
+	if id, _ := a.m.Leader(); id == "" || id == a.cfg.ID {
 		return fmt.Errorf("%w: no ready leader is known yet", session.ErrNoLeader)
 	}
 	return session.NotLeader("")
@@ -39,20 +39,20 @@ const forwardPoll = 20 * time.Millisecond
 // leader and failed on the way back is not resent unless it only reads
 // (503 UnknownOutcome). A request forwarded to this member is never
 // forwarded again: its first member looks again.
-func (a *apiFront) atLeader(w http.ResponseWriter, r *http.Request, c caller, h apiHandler) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.s.cfg.Transport.MaxFrameSize)))
+func (a *API) atLeader(w http.ResponseWriter, r *http.Request, c caller, h apiHandler) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxBody)))
 	if err != nil {
 		apiError(w, bodyError(err))
 		return
 	}
 	ctx := r.Context()
-	deadline := time.NewTimer(a.s.cfg.ApplyTimeout)
+	deadline := time.NewTimer(a.cfg.ApplyTimeout)
 	defer deadline.Stop()
 	readOnly := r.Method == http.MethodGet
 	for {
-		lid, _ := a.s.Leader()
+		lid, _ := a.m.Leader()
 		switch {
-		case a.s.IsLeader():
+		case a.m.IsLeader():
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			rw := &retryWriter{ResponseWriter: w, pass: c.forwarded}
 			h(rw, r, c)
@@ -61,10 +61,10 @@ func (a *apiFront) atLeader(w http.ResponseWriter, r *http.Request, c caller, h 
 			}
 		case c.forwarded:
 			w.Header().Set(hdrRetry, "leader")
-			apiError(w, a.s.notLeaderAPI())
+			apiError(w, a.notLeader())
 			return
-		case lid != "" && lid != a.s.cfg.ID:
-			if addr := a.s.memberInfo(lid).APIAddr; addr != "" {
+		case lid != "" && lid != a.cfg.ID:
+			if addr := a.m.MemberAPIAddr(lid); addr != "" {
 				done, err := a.forwardTo(ctx, w, r, c, addr, body)
 				if done {
 					return
@@ -79,7 +79,7 @@ func (a *apiFront) atLeader(w http.ResponseWriter, r *http.Request, c caller, h 
 		case <-ctx.Done():
 			return // the caller left
 		case <-deadline.C:
-			apiError(w, fmt.Errorf("%w: no leader reachable within %v", session.ErrNoLeader, a.s.cfg.ApplyTimeout))
+			apiError(w, fmt.Errorf("%w: no leader reachable within %v", session.ErrNoLeader, a.cfg.ApplyTimeout))
 			return
 		case <-time.After(forwardPoll):
 		}
@@ -118,7 +118,7 @@ func (rw *retryWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 // forwardTo sends one attempt to addr. done: the answer was written.
 // A nil error with !done means the request was not acted on (it never
 // left, or the member said Latch-Retry): try again.
-func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http.Request, c caller, addr string, body []byte) (done bool, err error) {
+func (a *API) forwardTo(ctx context.Context, w http.ResponseWriter, r *http.Request, c caller, addr string, body []byte) (done bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, r.Method, "https://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		apiError(w, fmt.Errorf("%w: %v", session.ErrInternal, err))
@@ -129,7 +129,7 @@ func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(hdrForwarded, a.s.cfg.ID)
+	req.Header.Set(hdrForwarded, a.cfg.ID)
 	req.Header.Set(hdrIdentity, c.identity)
 	resp, err := a.fwd.Do(req)
 	if err != nil {
@@ -149,7 +149,7 @@ func (a *apiFront) forwardTo(ctx context.Context, w http.ResponseWriter, r *http
 		// Read an answer whole before passing it on: a leader that dies
 		// half way through must not leave the caller a truncated body
 		// under a success status.
-		if whole, err = io.ReadAll(io.LimitReader(resp.Body, 4*int64(a.s.cfg.Transport.MaxFrameSize))); err != nil {
+		if whole, err = io.ReadAll(io.LimitReader(resp.Body, 4*int64(a.cfg.MaxBody))); err != nil {
 			return false, err
 		}
 	}

@@ -1,15 +1,14 @@
-package server
+package httpapi
 
 // Who calls the API: the TLS the API serves (the client front's certificate
 // and client CA, member certificates accepted for forwarding) and the caller
-// a request is served for (api.go has the whole design).
+// a request is served for (doc.go has the whole design).
 
 import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/latch-io/latch/server/apiwire"
@@ -19,13 +18,10 @@ import (
 // tlsConfig is the client front's TLS (certificate, client CA) for HTTP.
 // A member's certificate is accepted as a client certificate too (it
 // forwards), and is recognised by isMemberCert.
-func (a *apiFront) tlsConfig() (*tls.Config, error) {
-	base, err := a.s.clientTLS()
-	if err != nil {
-		return nil, err
-	}
-	if len(base.Certificates) == 0 || len(base.Certificates[0].Certificate) == 0 {
-		return nil, fmt.Errorf("%w: the api needs the client front's certificate", ErrBadConfig)
+func (a *API) tlsConfig() (*tls.Config, error) {
+	base := a.cfg.ClientTLS
+	if base == nil || len(base.Certificates) == 0 || len(base.Certificates[0].Certificate) == 0 {
+		return nil, errors.New("the api needs the client front's certificate")
 	}
 	a.ownCert = base.Certificates[0].Certificate[0]
 	pool, required := base.ClientCAs, base.ClientAuth == tls.RequireAndVerifyClientCert
@@ -35,9 +31,6 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	c.ClientAuth = tls.RequestClientCert
 	if required {
 		c.ClientAuth = tls.RequireAnyClientCert
-	}
-	if a.gateways, err = loadGatewayCA(a.s.cfg.APIGatewayCA); err != nil {
-		return nil, err
 	}
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 || a.isMemberCert(cs.PeerCertificates) || a.isGatewayCert(cs.PeerCertificates) {
@@ -51,7 +44,7 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 	fwdTLS := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		NextProtos:   []string{"h2", "http/1.1"},
-		Certificates: []tls.Certificate{a.s.memberTLS.Cert},
+		Certificates: []tls.Certificate{a.cfg.MemberCert},
 		// The leader must present a member's certificate; the name it
 		// was issued for is irrelevant (members dial by address).
 		InsecureSkipVerify: true,
@@ -72,14 +65,14 @@ func (a *apiFront) tlsConfig() (*tls.Config, error) {
 // a member certificate of the cluster CA (session.MemberID), which
 // forwards present, verified through the intermediates the peer sent as
 // raft connections verify it.
-func (a *apiFront) isMemberCert(chain []*x509.Certificate) bool {
+func (a *API) isMemberCert(chain []*x509.Certificate) bool {
 	if subtle.ConstantTimeCompare(chain[0].Raw, a.ownCert) == 1 {
 		return true
 	}
 	if _, ok := session.MemberID(chain[0]); !ok {
 		return false
 	}
-	return session.VerifyChain(chain, x509.VerifyOptions{Roots: a.s.memberTLS.CAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}) == nil
+	return session.VerifyChain(chain, x509.VerifyOptions{Roots: a.cfg.MemberCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}) == nil
 }
 
 // caller is who sent an API request.
@@ -89,7 +82,7 @@ type caller struct {
 	forwarded bool // a member forwarded the request on the identity's behalf
 }
 
-func (a *apiFront) callerOf(r *http.Request) caller {
+func (a *API) callerOf(r *http.Request) caller {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return caller{}
 	}
@@ -101,7 +94,7 @@ func (a *apiFront) callerOf(r *http.Request) caller {
 		return c
 	}
 	if a.isGatewayCert(r.TLS.PeerCertificates) {
-		return caller{identity: r.Header.Get(hdrIdentity)} // api_gateway.go
+		return caller{identity: r.Header.Get(hdrIdentity)} // gateway.go
 	}
 	if !a.verifyClients {
 		return caller{} // an unverified certificate names nobody

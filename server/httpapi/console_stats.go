@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The console's charts over time, as the HTTP API serves them: every
 // member samples its own counters once a second (package consolestats)
@@ -13,39 +13,21 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/session"
 )
 
-// statsSource wires a member's sampler to it.
-func (s *Server) statsSource() consolestats.Source {
-	return consolestats.Source{
-		ID:  s.cfg.ID,
-		Now: time.Now,
-		Term: func() uint64 {
-			if r := s.raft; r != nil {
-				return r.CurrentTerm()
-			}
-			return 0
-		},
-		Leader: s.IsLeader,
-		Writes: func() float64 {
-			if m := s.metrics; m != nil {
-				return consolestats.MetricValue(m.ok) + consolestats.MetricValue(m.rejected)
-			}
-			return 0
-		},
-		Sessions: func() (int, error) {
-			ss, err := s.store.Sessions()
-			return len(ss), err
-		},
-		Locks:    s.store.CountLocks,
-		Requests: requestsTotal,
-		Latency:  requestSeconds,
-	}
+// Stats is a member's ring of samples (a consolestats.Sampler).
+type Stats interface {
+	// Open counts a stream open until closed is called: while any is,
+	// the gauges are read every second.
+	Open() (closed func())
+	// Since returns the samples after seq, oldest first, and a channel
+	// closed at the next sample.
+	Since(seq uint64) ([]consolestats.Sample, <-chan struct{})
 }
 
 // statsHistoryMessage is the first message of a stats stream.
@@ -58,9 +40,9 @@ type statsHistoryMessage struct {
 // statsEvents answers GET /api/v1/stats/events[?member=ID]: a "history"
 // event with the member's ring, then a "sample" event every second. For
 // another member it relays that member's stream.
-func (a *apiFront) statsEvents(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) statsEvents(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.URL.Query().Get("member")
-	if id != "" && id != a.s.cfg.ID {
+	if id != "" && id != a.cfg.ID {
 		a.relayStats(w, r, c, id)
 		return
 	}
@@ -80,7 +62,7 @@ func (a *apiFront) statsEvents(w http.ResponseWriter, r *http.Request, c caller)
 	if samples == nil {
 		samples = []consolestats.Sample{}
 	}
-	if out.event("", "history", statsHistoryMessage{Member: a.s.cfg.ID, IntervalMS: consolestats.Interval.Milliseconds(), Samples: samples}, true) != nil {
+	if out.event("", "history", statsHistoryMessage{Member: a.cfg.ID, IntervalMS: consolestats.Interval.Milliseconds(), Samples: samples}, true) != nil {
 		return
 	}
 	var last uint64
@@ -104,18 +86,18 @@ func (a *apiFront) statsEvents(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 // relayStats serves member id's stats stream through this member.
-func (a *apiFront) relayStats(w http.ResponseWriter, r *http.Request, c caller, id string) {
+func (a *API) relayStats(w http.ResponseWriter, r *http.Request, c caller, id string) {
 	if c.forwarded {
 		// Its first member asked the wrong one: never relay twice.
-		apiError(w, fmt.Errorf("%w: %s is not member %s", namespace.ErrNoMember, a.s.cfg.ID, id))
+		apiError(w, fmt.Errorf("%w: %s is not member %s", namespace.ErrNoMember, a.cfg.ID, id))
 		return
 	}
-	ms, err := a.s.Members()
+	ms, err := a.m.Members()
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	i := slices.IndexFunc(ms, func(m MemberStatus) bool { return m.ID == id })
+	i := slices.IndexFunc(ms, func(m adminapi.MemberStatus) bool { return m.ID == id })
 	if i < 0 {
 		apiError(w, fmt.Errorf("%w: %s", namespace.ErrNoMember, id))
 		return

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import "time"
 
@@ -11,24 +11,24 @@ import "time"
 // the leader); a lease that ends anyway (a leader change, an expiry
 // decided first) ends the loop. The returned stop ends it with the request:
 // from then on the lease lives on the holder's renewals alone.
-func (a *apiFront) keepWaiting(sid uint64) (stop func()) {
+func (a *API) keepWaiting(sid uint64) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
-	a.s.goFunc(func() {
+	a.cfg.Go(func() {
 		defer close(ended)
-		ttl, ok := a.f.keep.renew(sid)
+		ttl, ok := a.m.Renew(sid)
 		for ok && ttl > 0 {
 			t := time.NewTimer(max(ttl/3, time.Millisecond))
 			select {
 			case <-done:
 				t.Stop()
 				return
-			case <-a.s.ctx.Done():
+			case <-a.cfg.Context.Done():
 				t.Stop()
 				return
 			case <-t.C:
 			}
-			ttl, ok = a.f.keep.renew(sid)
+			ttl, ok = a.m.Renew(sid)
 		}
 	})
 	return func() {

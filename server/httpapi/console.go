@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // The web console (package console: static files, plain JS, no build
 // step), the OpenAPI document (package apispec), and the
@@ -14,12 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/apispec"
 	"github.com/latch-io/latch/server/console"
 	"github.com/latch-io/latch/session"
 )
 
-func (a *apiFront) serveConsole(w http.ResponseWriter, r *http.Request, _ caller) {
+func (a *API) serveConsole(w http.ResponseWriter, r *http.Request, _ caller) {
 	b, ct, ok := console.File(r.PathValue("file"))
 	if !ok {
 		apiError(w, session.ErrNoRoute)
@@ -32,7 +33,7 @@ func (a *apiFront) serveConsole(w http.ResponseWriter, r *http.Request, _ caller
 	w.Write(b)
 }
 
-func (a *apiFront) serveOpenAPI(w http.ResponseWriter, _ *http.Request, _ caller) {
+func (a *API) serveOpenAPI(w http.ResponseWriter, _ *http.Request, _ caller) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(apispec.Document)
 }
@@ -56,7 +57,7 @@ type apiMemberState struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func (a *apiFront) cluster(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) cluster(w http.ResponseWriter, r *http.Request, c caller) {
 	view, err := a.clusterView(r, c)
 	if err != nil {
 		apiError(w, err)
@@ -65,7 +66,7 @@ func (a *apiFront) cluster(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, view)
 }
 
-func (a *apiFront) clusterView(r *http.Request, c caller) (*apiCluster, error) {
+func (a *API) clusterView(r *http.Request, c caller) (*apiCluster, error) {
 	cc, _, err := a.conn(r, c)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (a *apiFront) clusterView(r *http.Request, c caller) (*apiCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := a.s.Members()
+	ms, err := a.m.Members()
 	if err != nil {
 		return nil, err
 	}
@@ -82,9 +83,9 @@ func (a *apiFront) clusterView(r *http.Request, c caller) (*apiCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	lid, _ := a.s.Leader()
+	lid, _ := a.m.Leader()
 	view := &apiCluster{
-		Member: a.s.cfg.ID, Leader: lid, Revision: resp.Rev,
+		Member: a.cfg.ID, Leader: lid, Revision: resp.Rev,
 		Sessions: apiSessions(resp.Sessions), More: resp.More, Locks: locks,
 	}
 	health := a.probeMembers(r.Context(), ms)
@@ -107,7 +108,7 @@ type memberHealth struct {
 const probeTimeout = 500 * time.Millisecond
 
 // probeMembers asks every member's API for its health, at once.
-func (a *apiFront) probeMembers(ctx context.Context, ms []MemberStatus) map[string]memberHealth {
+func (a *API) probeMembers(ctx context.Context, ms []adminapi.MemberStatus) map[string]memberHealth {
 	out := make(map[string]memberHealth, len(ms))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -125,10 +126,10 @@ func (a *apiFront) probeMembers(ctx context.Context, ms []MemberStatus) map[stri
 	return out
 }
 
-func (a *apiFront) probe(ctx context.Context, m MemberStatus) memberHealth {
-	if m.ID == a.s.cfg.ID {
-		err := a.s.ready()
-		h := memberHealth{Healthy: true, Ready: err == nil, Applied: a.s.fsmApplied()}
+func (a *API) probe(ctx context.Context, m adminapi.MemberStatus) memberHealth {
+	if m.ID == a.cfg.ID {
+		err := a.m.Ready()
+		h := memberHealth{Healthy: true, Ready: err == nil, Applied: a.m.Applied()}
 		if err != nil {
 			h.Error = err.Error()
 		}
@@ -164,7 +165,7 @@ const clusterPoll = 250 * time.Millisecond
 
 // clusterEvents streams the cluster view: a cluster message now and
 // whenever it changed.
-func (a *apiFront) clusterEvents(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) clusterEvents(w http.ResponseWriter, r *http.Request, c caller) {
 	release, err := a.watchSlot(c.identity)
 	if err != nil {
 		apiError(w, err)
@@ -198,7 +199,7 @@ func (a *apiFront) clusterEvents(w http.ResponseWriter, r *http.Request, c calle
 			return
 		case <-tick.C:
 		}
-		if !a.s.IsLeader() {
+		if !a.m.IsLeader() {
 			// Leadership moved: end; the console reconnects and is
 			// forwarded to the new leader.
 			return

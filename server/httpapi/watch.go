@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 // Server-Sent Events: watches, election observation and the console's
 // cluster view. A watch is the QUIC front's watch (the same hub, history
@@ -134,18 +134,18 @@ type apiChange struct {
 // watchSlot takes one of the API's event-stream slots and counts the
 // stream against its identity's watches (MaxWatchesPerIdentity, shared
 // with the QUIC front).
-func (a *apiFront) watchSlot(identity string) (release func(), err error) {
-	if n := a.watches.Add(1); n > int64(a.s.cfg.APIMaxWatches) {
+func (a *API) watchSlot(identity string) (release func(), err error) {
+	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
 		a.watches.Add(-1)
-		return nil, fmt.Errorf("%w: %d event streams open on this member's api", session.ErrTooManyWatches, a.s.cfg.APIMaxWatches)
+		return nil, fmt.Errorf("%w: %d event streams open on this member's api", session.ErrTooManyWatches, a.cfg.MaxWatches)
 	}
-	if err := a.f.watchesBy.add(identity, a.s.cfg.MaxWatchesPerIdentity); err != nil {
+	perIdentity, err := a.m.WatchSlot(identity)
+	if err != nil {
 		a.watches.Add(-1)
-		a.f.capRefusals.watches.Add(1)
 		return nil, err
 	}
 	return func() {
-		a.f.watchesBy.remove(identity)
+		perIdentity()
 		a.watches.Add(-1)
 	}, nil
 }
@@ -154,13 +154,13 @@ func (a *apiFront) watchSlot(identity string) (release func(), err error) {
 // (id = revision), resync when the history the client asked for is gone
 // or it fell behind (then the stream ends; reconnecting with its id goes
 // on from there).
-func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) watch(w http.ResponseWriter, r *http.Request, c caller) {
 	path := apiPath(r)
-	if err := namespace.ValidatePath(path, a.s.store.Limits()); err != nil {
+	if err := namespace.ValidatePath(path, a.m.Limits()); err != nil {
 		apiError(w, err)
 		return
 	}
-	if err := a.s.store.Authorize(c.identity, path, namespace.PermRead); err != nil {
+	if err := a.m.Authorize(c.identity, path, namespace.PermRead); err != nil {
 		apiError(w, err)
 		return
 	}
@@ -186,9 +186,9 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	defer release()
-	wt := newWatcher(path, kind, fromRev, false)
-	start := a.f.hub.register(wt)
-	defer a.f.hub.unregister(wt)
+	wt := a.m.Watch(path, kind, fromRev)
+	defer wt.Close()
+	start := wt.Start()
 	out, err := startSSE(w)
 	if err != nil {
 		return
@@ -208,11 +208,11 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 				return
 			}
 			continue
-		case <-wt.notify:
+		case <-wt.Notify():
 		}
-		events, done := a.f.hub.take(wt, buf)
+		events, done := wt.Take(buf)
 		buf = events
-		events = a.f.readableEvents(c.identity, events)
+		events = a.m.Readable(c.identity, events)
 		if writeChanges(out, events) != nil || done {
 			return
 		}
@@ -248,8 +248,8 @@ const observePoll = 100 * time.Millisecond
 
 // observe serves GET /api/v1/elections/{path}/observe: a leader message
 // now and at every change of leader, term or value.
-func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, path string) {
-	if err := namespace.ValidatePath(path, a.s.store.Limits()); err != nil {
+func (a *API) observe(w http.ResponseWriter, r *http.Request, c caller, path string) {
+	if err := namespace.ValidatePath(path, a.m.Limits()); err != nil {
 		apiError(w, err)
 		return
 	}
@@ -259,9 +259,8 @@ func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, pat
 		return
 	}
 	defer release()
-	wt := newWatcher(path, session.WatchRecursive|session.WatchData, 0, false)
-	a.f.hub.register(wt)
-	defer func() { a.f.hub.unregister(wt) }()
+	wt := a.m.Watch(path, session.WatchRecursive|session.WatchData, 0)
+	defer func() { wt.Close() }()
 	out, err := startSSE(w)
 	if err != nil {
 		return
@@ -282,14 +281,13 @@ func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, pat
 		case <-r.Context().Done():
 			return
 		case <-poll.C:
-		case <-wt.notify:
+		case <-wt.Notify():
 			var done bool
-			buf, done = a.f.hub.take(wt, buf)
+			buf, done = wt.Take(buf)
 			if done {
 				// Fell behind: start over with a fresh watcher.
-				a.f.hub.unregister(wt)
-				wt = newWatcher(path, session.WatchRecursive|session.WatchData, 0, false)
-				a.f.hub.register(wt)
+				wt.Close()
+				wt = a.m.Watch(path, session.WatchRecursive|session.WatchData, 0)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type apiLockEvent struct {
 
 // lockHistory answers GET /api/v1/locks/{path}/history[?recursive=true&limit=N]
 // through the QUIC front's MsgLockHistory (Server.LockHistory).
-func (a *apiFront) lockHistory(w http.ResponseWriter, r *http.Request, c caller, path string) {
+func (a *API) lockHistory(w http.ResponseWriter, r *http.Request, c caller, path string) {
 	req := &session.Request{Type: session.MsgLockHistory, Path: path}
 	q := r.URL.Query()
 	if v := q.Get("recursive"); v != "" {

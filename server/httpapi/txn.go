@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ type apiTxnResult struct {
 	apiData
 }
 
-func (a *apiFront) txn(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) txn(w http.ResponseWriter, r *http.Request, c caller) {
 	var in struct {
 		If   []apiCompare `json:"if"`
 		Then []apiOp      `json:"then"`

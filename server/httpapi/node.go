@@ -1,7 +1,7 @@
-package server
+package httpapi
 
 // API routes for sessions, nodes and the cluster: each builds the QUIC
-// front's request and runs it through front.call.
+// front's request and runs it through the handlers (Conn.Call).
 
 import (
 	"encoding/base64"
@@ -12,13 +12,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/apiwire"
 	"github.com/latch-io/latch/session"
 )
 
-// routeTable lists every API route. TestAPIOpenAPI checks it against
+// routeTable lists every API route. TestAPIOpenAPIRoutes checks it against
 // the OpenAPI document (apispec/openapi.json).
-func (a *apiFront) routeTable() []apiRoute {
+func (a *API) routeTable() []apiRoute {
 	return []apiRoute{
 		{method: "GET", pattern: "/{$}", local: true, h: a.serveConsole},
 		{method: "GET", pattern: "/console/{file}", local: true, h: a.serveConsole},
@@ -37,7 +38,7 @@ func (a *apiFront) routeTable() []apiRoute {
 		{method: "GET", pattern: "/api/v1/children/{path...}", staleLocal: true, h: a.children},
 		{method: "GET", pattern: "/api/v1/stat/{path...}", staleLocal: true, h: a.stat},
 		{method: "POST", pattern: "/api/v1/multi", h: a.multi},
-		{method: "POST", pattern: "/api/v1/txn", h: a.txn}, // api_txn.go
+		{method: "POST", pattern: "/api/v1/txn", h: a.txn}, // txn.go
 
 		{method: "POST", pattern: "/api/v1/locks/{path...}", h: a.lockAction},
 		{method: "GET", pattern: "/api/v1/locks/{path...}", h: a.lockQueue},
@@ -121,7 +122,7 @@ type dataBody interface{ bytes() ([]byte, error) }
 
 // decodeData decodes the request's JSON body into in and returns its data
 // field's bytes.
-func (a *apiFront) decodeData(w http.ResponseWriter, r *http.Request, in dataBody) ([]byte, error) {
+func (a *API) decodeData(w http.ResponseWriter, r *http.Request, in dataBody) ([]byte, error) {
 	if err := a.decodeJSON(w, r, in); err != nil {
 		return nil, err
 	}
@@ -138,7 +139,7 @@ func versionOf(v *int64) int64 {
 
 // run is the common shape of a unary route: the session from the
 // request, one call, the answer made JSON by reply.
-func (a *apiFront) run(w http.ResponseWriter, r *http.Request, c caller, req *session.Request, status int, reply func(*session.Response) any) {
+func (a *API) run(w http.ResponseWriter, r *http.Request, c caller, req *session.Request, status int, reply func(*session.Response) any) {
 	cc, sid, err := a.conn(r, c)
 	if err != nil {
 		apiError(w, err)
@@ -168,10 +169,10 @@ func staleParam(r *http.Request) (bool, error) {
 	return b, nil
 }
 
-func (a *apiFront) health(w http.ResponseWriter, r *http.Request, _ caller) {
-	id, _ := a.s.Leader()
-	body := map[string]any{"id": a.s.cfg.ID, "leader": id, "is_leader": a.s.IsLeader(), "applied": a.s.fsmApplied()}
-	if err := a.s.ready(); err != nil {
+func (a *API) health(w http.ResponseWriter, r *http.Request, _ caller) {
+	id, _ := a.m.Leader()
+	body := map[string]any{"id": a.cfg.ID, "leader": id, "is_leader": a.m.IsLeader(), "applied": a.m.Applied()}
+	if err := a.m.Ready(); err != nil {
 		body["ready"], body["reason"] = false, err.Error()
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
@@ -193,7 +194,7 @@ type apiSession struct {
 	Revision  uint64 `json:"revision,omitempty"`
 }
 
-func (a *apiFront) openSession(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) openSession(w http.ResponseWriter, r *http.Request, c caller) {
 	var in apiOpenSession
 	if err := a.decodeJSON(w, r, &in); err != nil {
 		apiError(w, err)
@@ -207,7 +208,7 @@ func (a *apiFront) openSession(w http.ResponseWriter, r *http.Request, c caller)
 
 // pathSession is the {id} of a session route; it must be the session of
 // the request's token.
-func (a *apiFront) pathSession(r *http.Request) (uint64, error) {
+func (a *API) pathSession(r *http.Request) (uint64, error) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil || id == 0 {
 		return 0, fmt.Errorf("%w: %q is not a session id", namespace.ErrBadCommand, r.PathValue("id"))
@@ -218,7 +219,7 @@ func (a *apiFront) pathSession(r *http.Request) (uint64, error) {
 	return id, nil
 }
 
-func (a *apiFront) keepAlive(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) keepAlive(w http.ResponseWriter, r *http.Request, c caller) {
 	id, err := a.pathSession(r)
 	if err != nil {
 		apiError(w, err)
@@ -228,7 +229,7 @@ func (a *apiFront) keepAlive(w http.ResponseWriter, r *http.Request, c caller) {
 		func(resp *session.Response) any { return apiSession{SessionID: id, TTLMillis: resp.TTLMillis} })
 }
 
-func (a *apiFront) closeSession(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) closeSession(w http.ResponseWriter, r *http.Request, c caller) {
 	id, err := a.pathSession(r)
 	if err != nil {
 		apiError(w, err)
@@ -248,7 +249,7 @@ type apiSessionInfo struct {
 	State       string `json:"state"`
 }
 
-func (a *apiFront) listSessions(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request, c caller) {
 	a.run(w, r, c, &session.Request{Type: session.MsgSessions}, http.StatusOK, func(resp *session.Response) any {
 		return map[string]any{"sessions": apiSessions(resp.Sessions), "more": resp.More, "revision": resp.Rev}
 	})
@@ -281,7 +282,7 @@ type apiNode struct {
 	Revision uint64   `json:"revision"`
 }
 
-func (a *apiFront) getNode(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) getNode(w http.ResponseWriter, r *http.Request, c caller) {
 	stale, err := staleParam(r)
 	if err != nil {
 		apiError(w, err)
@@ -299,7 +300,7 @@ type apiCreate struct {
 	Sequential bool `json:"sequential"`
 }
 
-func (a *apiFront) createNode(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) createNode(w http.ResponseWriter, r *http.Request, c caller) {
 	var in apiCreate
 	data, err := a.decodeData(w, r, &in)
 	if err != nil {
@@ -324,7 +325,7 @@ type apiSet struct {
 	Version *int64 `json:"version"`
 }
 
-func (a *apiFront) setNode(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) setNode(w http.ResponseWriter, r *http.Request, c caller) {
 	var in apiSet
 	data, err := a.decodeData(w, r, &in)
 	if err != nil {
@@ -338,7 +339,7 @@ func (a *apiFront) setNode(w http.ResponseWriter, r *http.Request, c caller) {
 		})
 }
 
-func (a *apiFront) deleteNode(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) deleteNode(w http.ResponseWriter, r *http.Request, c caller) {
 	version := namespace.AnyVersion
 	if v := r.URL.Query().Get("version"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -355,7 +356,7 @@ func (a *apiFront) deleteNode(w http.ResponseWriter, r *http.Request, c caller) 
 		})
 }
 
-func (a *apiFront) children(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) children(w http.ResponseWriter, r *http.Request, c caller) {
 	q := r.URL.Query()
 	stale, err := staleParam(r)
 	if err != nil {
@@ -387,7 +388,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (a *apiFront) stat(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) stat(w http.ResponseWriter, r *http.Request, c caller) {
 	stale, err := staleParam(r)
 	if err != nil {
 		apiError(w, err)
@@ -420,7 +421,7 @@ var apiOpTypes = map[string]namespace.Op{
 	"create": namespace.OpCreate, "set": namespace.OpSet, "delete": namespace.OpDelete, "check": namespace.OpCheck,
 }
 
-func (a *apiFront) multi(w http.ResponseWriter, r *http.Request, c caller) {
+func (a *API) multi(w http.ResponseWriter, r *http.Request, c caller) {
 	var in struct {
 		Ops []apiOp `json:"ops"`
 	}
@@ -475,8 +476,8 @@ type apiMember struct {
 	Leader     bool   `json:"leader"`
 }
 
-func (a *apiFront) members(w http.ResponseWriter, r *http.Request, c caller) {
-	ms, err := a.s.Members()
+func (a *API) members(w http.ResponseWriter, r *http.Request, c caller) {
+	ms, err := a.m.Members()
 	if err != nil {
 		apiError(w, err)
 		return
@@ -484,7 +485,7 @@ func (a *apiFront) members(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, map[string]any{"members": apiMembers(ms)})
 }
 
-func apiMembers(ms []MemberStatus) []apiMember {
+func apiMembers(ms []adminapi.MemberStatus) []apiMember {
 	out := make([]apiMember, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, apiMember{

@@ -1,0 +1,153 @@
+package server
+
+// This member as the HTTP API sees it (httpapi.Member): the QUIC front's
+// handlers, its lock acquisition engine and lease table, its watch hub,
+// its store and its view of the cluster. Every error leaves as the wire
+// error the QUIC front would send (wireError, lockWireError).
+
+import (
+	"context"
+	"time"
+
+	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/consolestats"
+	"github.com/latch-io/latch/server/httpapi"
+	"github.com/latch-io/latch/session"
+)
+
+// apiMember implements httpapi.Member for the member of f.
+type apiMember struct {
+	s *Server
+	f *front
+}
+
+var (
+	_ httpapi.Member = apiMember{}
+	_ httpapi.Stats  = (*consolestats.Sampler)(nil)
+)
+
+// apiConn is one API request as a connection of the QUIC front: its
+// identity, and the sessions whose tokens it presented attached.
+type apiConn struct {
+	f *front
+	c *clientConn
+}
+
+func (m apiMember) Conn(identity string) httpapi.Conn {
+	return apiConn{f: m.f, c: &clientConn{f: m.f, identity: identity, attached: map[uint64]struct{}{}}}
+}
+
+func (c apiConn) Attach(id uint64) { c.c.attach(id) }
+
+// Call runs req through front.call, the path both fronts take.
+func (c apiConn) Call(ctx context.Context, req *session.Request) (*session.Response, error) {
+	return c.f.call(ctx, c.c, req)
+}
+
+// Acquire runs the lock service's acquisition engine for a long poll.
+func (m apiMember) Acquire(ctx context.Context, r httpapi.LockRequest) (httpapi.LockOutcome, error) {
+	o, err := m.f.locks.acquire(&lockAcquire{
+		path: r.Path, mode: r.Mode, session: r.Session, identity: r.Identity, data: r.Data,
+		holdTTL: r.HoldTTL, lockDelay: r.LockDelay, try: r.Try, wait: r.Wait,
+	}, pollCaller{ctx})
+	out := httpapi.LockOutcome{Node: o.node, Rev: o.rev, Granted: o.granted, Token: o.token, Ended: o.ended}
+	if err != nil {
+		return out, wireError(err)
+	}
+	return out, nil
+}
+
+// pollCaller is a long poll as the acquisition engine's caller: it is
+// answered once, after the engine, with the grant or the end of the
+// wait, and a request whose context ends is a client that gave up. Its
+// held lock is followed by no connection: none lives to be told.
+type pollCaller struct{ ctx context.Context }
+
+func (k pollCaller) queued(string, uint64) error { return nil }
+func (k pollCaller) follow(string)               {}
+func (k pollCaller) granted(lockOutcome) error   { return nil }
+func (k pollCaller) done() <-chan struct{}       { return k.ctx.Done() }
+func (k pollCaller) gaveUp() bool                { return true }
+
+func (m apiMember) Renew(id uint64) (time.Duration, bool) { return m.f.keep.renew(id) }
+func (m apiMember) ExpiresIn(id uint64) time.Duration     { return m.f.keep.expiresIn(id) }
+
+// apiWatch is a watcher of the hub the QUIC front's watches use.
+type apiWatch struct {
+	hub   *watchHub
+	w     *watcher
+	start uint64
+}
+
+func (m apiMember) Watch(path string, kind session.WatchKind, from uint64) httpapi.Watch {
+	w := newWatcher(path, kind, from, false)
+	return &apiWatch{hub: m.f.hub, w: w, start: m.f.hub.register(w)}
+}
+
+func (w *apiWatch) Start() uint64           { return w.start }
+func (w *apiWatch) Notify() <-chan struct{} { return w.w.notify }
+func (w *apiWatch) Close()                  { w.hub.unregister(w.w) }
+func (w *apiWatch) Take(buf []session.WatchEvent) ([]session.WatchEvent, bool) {
+	return w.hub.take(w.w, buf)
+}
+
+// WatchSlot counts a watch against MaxWatchesPerIdentity, the cap the
+// QUIC front's watches count against too.
+func (m apiMember) WatchSlot(identity string) (func(), error) {
+	if err := m.f.watchesBy.add(identity, m.s.cfg.MaxWatchesPerIdentity); err != nil {
+		m.f.capRefusals.watches.Add(1)
+		return nil, err
+	}
+	return func() { m.f.watchesBy.remove(identity) }, nil
+}
+
+func (m apiMember) Readable(identity string, events []session.WatchEvent) []session.WatchEvent {
+	return m.f.readableEvents(identity, events)
+}
+
+func (m apiMember) Get(path string) ([]byte, namespace.Stat, error) {
+	data, st, err := m.s.store.Get(path)
+	return data, st, lockWireError(err)
+}
+
+func (m apiMember) Session(id uint64) (namespace.SessionInfo, error) { return m.s.store.Session(id) }
+
+func (m apiMember) Lock(node string) (namespace.LockInfo, error) {
+	info, err := m.s.store.Lock(node)
+	return info, lockWireError(err)
+}
+
+func (m apiMember) LockQueue(path string) ([]namespace.LockInfo, error) {
+	return m.s.store.LockQueue(path)
+}
+
+func (m apiMember) LockPaths(limit int) ([]string, bool, error) { return m.s.store.LockPaths(limit) }
+
+func (m apiMember) Authorize(identity, path string, want namespace.Perm) error {
+	return m.s.store.Authorize(identity, path, want)
+}
+
+func (m apiMember) Limits() namespace.Limits { return m.s.store.Limits() }
+
+func (m apiMember) Leader() (id, clientAddr string) { return m.s.Leader() }
+func (m apiMember) IsLeader() bool                  { return m.s.IsLeader() }
+
+func (m apiMember) LinearizableRead(ctx context.Context) error {
+	if err := m.s.LinearizableRead(ctx); err != nil {
+		return wireError(err)
+	}
+	return nil
+}
+
+func (m apiMember) Ready() error    { return m.s.ready() }
+func (m apiMember) Applied() uint64 { return m.s.fsmApplied() }
+
+func (m apiMember) Members() ([]MemberStatus, error) {
+	ms, err := m.s.Members()
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return ms, nil
+}
+
+func (m apiMember) MemberAPIAddr(id string) string { return m.s.memberInfo(id).APIAddr }
