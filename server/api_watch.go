@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -186,9 +187,9 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	defer release()
-	wt := newWatcher(path, kind, fromRev, false)
-	start := a.f.hub.register(wt)
-	defer a.f.hub.unregister(wt)
+	wt := watch.NewWatcher(path, kind, fromRev, false, nil)
+	start := a.f.hub.Register(wt)
+	defer a.f.hub.Unregister(wt)
 	out, err := startSSE(w)
 	if err != nil {
 		return
@@ -208,9 +209,9 @@ func (a *apiFront) watch(w http.ResponseWriter, r *http.Request, c caller) {
 				return
 			}
 			continue
-		case <-wt.notify:
+		case <-wt.Notify():
 		}
-		events, done := a.f.hub.take(wt, buf)
+		events, done := a.f.hub.Take(wt, buf)
 		buf = events
 		events = a.f.readableEvents(c.identity, events)
 		if writeChanges(out, events) != nil || done {
@@ -259,9 +260,9 @@ func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, pat
 		return
 	}
 	defer release()
-	wt := newWatcher(path, session.WatchRecursive|session.WatchData, 0, false)
-	a.f.hub.register(wt)
-	defer func() { a.f.hub.unregister(wt) }()
+	wt := watch.NewWatcher(path, session.WatchRecursive|session.WatchData, 0, false, nil)
+	a.f.hub.Register(wt)
+	defer func() { a.f.hub.Unregister(wt) }()
 	out, err := startSSE(w)
 	if err != nil {
 		return
@@ -282,14 +283,14 @@ func (a *apiFront) observe(w http.ResponseWriter, r *http.Request, c caller, pat
 		case <-r.Context().Done():
 			return
 		case <-poll.C:
-		case <-wt.notify:
+		case <-wt.Notify():
 			var done bool
-			buf, done = a.f.hub.take(wt, buf)
+			buf, done = a.f.hub.Take(wt, buf)
 			if done {
 				// Fell behind: start over with a fresh watcher.
-				a.f.hub.unregister(wt)
-				wt = newWatcher(path, session.WatchRecursive|session.WatchData, 0, false)
-				a.f.hub.register(wt)
+				a.f.hub.Unregister(wt)
+				wt = watch.NewWatcher(path, session.WatchRecursive|session.WatchData, 0, false, nil)
+				a.f.hub.Register(wt)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -29,8 +30,8 @@ const (
 	capAnonymousSessions   = "max-anonymous-sessions-per-host"
 	capWatchesPerIdentity  = "max-watches-per-identity"
 	// The watch byte caps "refuse" by ending a watch with a Resync.
-	capWatchBacklogBytes = "max-watch-backlog-bytes"
-	capWatchBytesPerConn = "max-watch-bytes-per-conn"
+	capWatchBacklogBytes = watch.CapBacklogBytes
+	capWatchBytesPerConn = watch.CapBytesPerConn
 )
 
 // capRefusals counts refusals per cap.
@@ -148,10 +149,10 @@ func (f *front) caps() []capUse {
 	total, busiest, anon := f.keep.sessionUse()
 	cfg := &f.s.cfg
 	r := &f.capRefusals
-	watchBytes, backlogResyncs, connResyncs := f.hub.backlogStats()
+	watchBytes, backlogResyncs, connResyncs := f.hub.BacklogStats()
 	return []capUse{
 		{capWatchBacklogBytes, cfg.MaxWatchBacklogBytes, watchBytes, backlogResyncs},
-		{capWatchBytesPerConn, cfg.MaxWatchBytesPerConn, f.hub.busiestConn(), connResyncs},
+		{capWatchBytesPerConn, cfg.MaxWatchBytesPerConn, f.hub.BusiestConn(), connResyncs},
 		{capSessions, cfg.MaxSessions, total, r.sessions.Load()},
 		{capSessionsPerIdentity, cfg.MaxSessionsPerIdentity, busiest, r.perIdentity.Load()},
 		{capAnonymousSessions, cfg.MaxAnonymousSessions, anon, r.anonymous.Load()},

@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -130,11 +131,11 @@ func TestWatchBacklogBoundedInBytes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	streams, peak := unreadWatches(t, ctx, s, conns, watches, creates, func() int {
-		n, _, _ := s.front.hub.backlogStats()
+		n, _, _ := s.front.hub.BacklogStats()
 		return n
 	})
-	_, resyncs, _ := s.front.hub.backlogStats()
-	if peak > maxBytes+conns*watches*watchEventOverhead {
+	_, resyncs, _ := s.front.hub.BacklogStats()
+	if peak > maxBytes+conns*watches*watch.EventOverhead {
 		t.Fatalf("watches held %d bytes, cap %d", peak, maxBytes)
 	}
 	if resyncs == 0 {
@@ -187,12 +188,12 @@ func TestWatchBytesPerConnBounded(t *testing.T) {
 		}
 		got <- nil
 	}()
-	streams, peak := unreadWatches(t, ctx, s, 1, watches, creates, s.front.hub.busiestConn)
+	streams, peak := unreadWatches(t, ctx, s, 1, watches, creates, s.front.hub.BusiestConn)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	_, _, connResyncs := s.front.hub.backlogStats()
-	if peak > maxConn+watches*watchEventOverhead {
+	_, _, connResyncs := s.front.hub.BacklogStats()
+	if peak > maxConn+watches*watch.EventOverhead {
 		t.Fatalf("one connection's watches held %d bytes, cap %d", peak, maxConn)
 	}
 	if connResyncs == 0 {

@@ -390,7 +390,7 @@ func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*s
 		AppliedIndex: st.AppliedIndex,
 		LastIndex:    st.LastLogIndex,
 		Sessions:     int64(f.keep.sessions()),
-		Watches:      int64(f.hub.watchers()),
+		Watches:      int64(f.hub.Watchers()),
 		Version:      st.Build.String(),
 		Stats: map[string]string{
 			"leader_id":         st.LeaderID,

@@ -39,7 +39,7 @@
 //     Config.ACLDefault) through the log when there are none. Session and
 //     watch caps (per identity, per anonymous host, cluster-wide) are the
 //     leader's in-memory bookkeeping, never Apply's. So are the watch
-//     byte caps (watch.go: events held for watches counted as path + 48
+//     byte caps (package watch: events held for watches counted as path + 48
 //     bytes, per connection and in total) and the failed-resume limiter
 //     (resumelimit.go: token buckets of wrong-secret resumes per
 //     connection and per client host; a right secret is never refused
@@ -106,7 +106,7 @@
 //     handlers; acquire through the lock service's acquisition engine
 //     (release and renew name the request node to its unary handlers,
 //     after finding it by fencing token); watches through
-//     the watch hub. Followers forward leader-only requests to the
+//     the watch hub (package watch). Followers forward leader-only requests to the
 //     leader's API with the caller's identity, believed only from a peer
 //     presenting this member's own certificate (api_identity.go; the
 //     forwarding: api_forward.go). api.go says the rest;

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/clock"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -75,8 +76,8 @@ import (
 //     invalidations in flight (cache.go).
 //     Recursive delete is refused (the client deletes node by node).
 //     Sessions lists at most 10000 sessions (More when cut).
-//   - Watches (watch.go) are served by any member from its own applied
-//     log. Kind 0 means WatchData; a data watch also reports creation.
+//   - Watches (watch_stream.go; the hub is package watch) are served by
+//     any member from its own applied log. Kind 0 means WatchData; a data watch also reports creation.
 //     Only node events (created, deleted, data and children changed) are
 //     delivered. The acknowledgement's Rev is FromRev when given, else the
 //     current revision. A snapshot install on the member makes every watch
@@ -86,7 +87,7 @@ type front struct {
 	log *slog.Logger
 
 	ln    *session.Listener
-	hub   *watchHub
+	hub   *watch.Hub
 	keep  *leaseKeeper
 	unary map[session.MsgType]unaryHandler
 	strm  map[session.MsgType]streamHandler
@@ -144,8 +145,8 @@ func (s *Server) openFront() error {
 	}
 	ln.SetTicketKeys([][32]byte{s.ticketKey})
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
-	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
-	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
+	f.hub = watch.NewHub(watch.Config{History: s.cfg.WatchHistory, Buffer: s.cfg.WatchBuffer,
+		MaxBacklogBytes: s.cfg.MaxWatchBacklogBytes, MaxBytesPerConn: s.cfg.MaxWatchBytesPerConn}, s.fsm)
 	f.keep = newLeaseKeeper(s, clock.Mono(s.cfg.Monotonic).Now)
 	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
