@@ -16,7 +16,7 @@ func (a *apiFront) keepWaiting(sid uint64) (stop func()) {
 	ended := make(chan struct{})
 	a.s.goFunc(func() {
 		defer close(ended)
-		ttl, ok := a.f.keep.renew(sid)
+		ttl, ok := a.f.keep.Renew(sid)
 		for ok && ttl > 0 {
 			t := time.NewTimer(max(ttl/3, time.Millisecond))
 			select {
@@ -28,7 +28,7 @@ func (a *apiFront) keepWaiting(sid uint64) (stop func()) {
 				return
 			case <-t.C:
 			}
-			ttl, ok = a.f.keep.renew(sid)
+			ttl, ok = a.f.keep.Renew(sid)
 		}
 	})
 	return func() {

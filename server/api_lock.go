@@ -248,7 +248,7 @@ func (a *apiFront) lockEnd(out map[string]any, key, node string, sid uint64) {
 		end, with = time.Unix(0, info.Deadline), "hold_ttl"
 		out["ttl_ms"] = info.HoldTTLMillis
 	}
-	if left := a.f.keep.expiresIn(sid); left > 0 {
+	if left := a.f.keep.ExpiresIn(sid); left > 0 {
 		if s := time.Now().Add(left); with == "" || s.Before(end) {
 			end, with = s, "session"
 		}

@@ -217,7 +217,7 @@
 // can serve. The rule for their sessions, Chubby's grace period, has two
 // halves, and a session is lost if either gives up first:
 //
-//   - The leader (expiry.go): a new leader gives every session a full
+//   - The leader (package lease): a new leader gives every session a full
 //     TTL plus a grace of twice the time admitting one connection per
 //     session takes at HandshakeRate (reconnectGrace), and once its
 //     admission control refused a client for load it expires nothing
@@ -296,8 +296,8 @@
 //
 //   - Session leases do not depend on raft timing. A new leader gives
 //     every session a fresh full TTL from when it loads the table
-//     (expiry.go), so a session never expires earlier than TTL after its
-//     last acknowledged keepalive, whatever the number of elections.
+//     (package lease), so a session never expires earlier than TTL after
+//     its last acknowledged keepalive, whatever the number of elections.
 //   - Keepalives are answered by the leader without a quorum check, so a
 //     deposed leader must stop answering before a successor can serve:
 //     LeaderLeaseTimeout is at most HeartbeatTimeout (equal by default).

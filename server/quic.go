@@ -15,7 +15,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/server/clock"
+	"github.com/latch-io/latch/server/lease"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -63,7 +63,7 @@ import (
 //     MaxAnonymousSessions for the identity "" that clients without a
 //     certificate share, counting open and opening sessions; watches per
 //     identity across connections.
-//   - Leases (expiry.go): the ready leader loads every session with a full
+//   - Leases (package lease): the ready leader loads every session with a full
 //     TTL, then reaps due sessions in batches of ExpiryBatch, sleeping
 //     until the next deadline but at most ExpiryTick (so an injected clock
 //     is noticed). A failed expiry is requeued. Opens are leased from the
@@ -88,7 +88,7 @@ type front struct {
 
 	ln    *session.Listener
 	hub   *watch.Hub
-	keep  *leaseKeeper
+	keep  *lease.Keeper
 	unary map[session.MsgType]unaryHandler
 	strm  map[session.MsgType]streamHandler
 	// observers are further observers of applied batches (observe).
@@ -147,7 +147,7 @@ func (s *Server) openFront() error {
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
 	f.hub = watch.NewHub(watch.Config{History: s.cfg.WatchHistory, Buffer: s.cfg.WatchBuffer,
 		MaxBacklogBytes: s.cfg.MaxWatchBacklogBytes, MaxBytesPerConn: s.cfg.MaxWatchBytesPerConn}, s.fsm)
-	f.keep = newLeaseKeeper(s, clock.Mono(s.cfg.Monotonic).Now)
+	f.keep = newLeaseKeeper(f)
 	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
 	f.register()
@@ -194,7 +194,9 @@ func (s *Server) startFront() {
 	s.goFunc(func() { f.adm.watchLag(s.stop) })
 	s.goFunc(s.shareTicketKeys)
 	s.goFunc(f.leadershipMoved)
-	s.goFunc(func() { f.keep.run(s.stop) })
+	s.goFunc(func() {
+		s.followLeadership(s.stop, func(_ <-chan struct{}, sub <-chan bool) bool { return f.keep.Lead(s.ctx, sub) })
+	})
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 
