@@ -74,7 +74,6 @@ func (m leaseMember) Deposed(err error) bool {
 // for the keeper's expiry holds (lease.Admission).
 type admissionSignals struct{ a *admission }
 
-func (x admissionSignals) RefusedSince(t time.Time) bool      { return x.a.refusedSince(t) }
 func (x admissionSignals) RefusedWithin(d time.Duration) bool { return x.a.refusedWithin(d) }
 func (x admissionSignals) TakingIn(d time.Duration) bool      { return x.a.takingIn(d) }
 

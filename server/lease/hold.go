@@ -37,15 +37,17 @@ func (k *Keeper) expiryCutoff() (time.Time, bool) {
 	k.mu.Lock()
 	loaded := k.loadedAt
 	k.mu.Unlock()
+	now := k.clock.Now()
 	var takingIn, refusing bool
 	if adm := k.adm; adm != nil {
 		// A storm is one that admission refused since the load: a leader
 		// that let every client straight in has no one left outside, and
-		// the connections it keeps taking are ordinary traffic.
-		takingIn = adm.RefusedSince(loaded) && adm.TakingIn(expiryHoldWindow)
+		// the connections it keeps taking are ordinary traffic. The load
+		// is told to admission as the time since it (see Admission).
+		takingIn = !loaded.IsZero() && adm.RefusedWithin(now.Sub(loaded)) && adm.TakingIn(expiryHoldWindow)
 		refusing = adm.RefusedWithin(expiryHoldWindow)
 	}
-	return expiryCutoff(k.clock.Now(), loaded, k.cfg.MaxReconnectGrace, takingIn, refusing)
+	return expiryCutoff(now, loaded, k.cfg.MaxReconnectGrace, takingIn, refusing)
 }
 
 // expiryCutoff is the rule of both holds. Within maxGrace of the table's

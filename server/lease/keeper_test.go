@@ -30,9 +30,12 @@ type member struct {
 	restores uint64
 	index    uint64
 	fail     []error // the next Proposes fail with these, in order
-	// takingIn, refusing: what admission control says (RefusedSince
-	// answers takingIn too: a storm since the load).
-	takingIn, refusing bool
+	// Admission control, on its own clock (admissionNow): when it last
+	// refused a client for load, whether it refuses continuously (storm),
+	// and whether a handshake is in flight.
+	refusedAt   time.Time
+	storm       bool
+	handshaking bool
 
 	expired chan []uint64 // the sessions of each committed expiry
 }
@@ -121,13 +124,29 @@ func (m *member) Propose(_ context.Context, cmd *namespace.Command) (*namespace.
 
 func (m *member) Deposed(err error) bool { return errors.Is(err, errDeposed) }
 
-func (m *member) RefusedSince(time.Time) bool { m.mu.Lock(); defer m.mu.Unlock(); return m.takingIn }
-func (m *member) RefusedWithin(time.Duration) bool {
+// admissionNow is admission control's clock: the wall clock, decades
+// away from the keeper's monotonic one, moving with it.
+func (m *member) admissionNow() time.Time { return m.clock.Now().Add(56 * 365 * 24 * time.Hour) }
+
+func (m *member) RefusedWithin(d time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.refusing
+	return m.storm || !m.refusedAt.IsZero() && m.admissionNow().Sub(m.refusedAt) < d
 }
-func (m *member) TakingIn(time.Duration) bool { m.mu.Lock(); defer m.mu.Unlock(); return m.takingIn }
+
+func (m *member) TakingIn(d time.Duration) bool {
+	m.mu.Lock()
+	handshaking := m.handshaking
+	m.mu.Unlock()
+	return handshaking || m.RefusedWithin(d)
+}
+
+// refuse records a refusal for load now, ago before now.
+func (m *member) refuse(ago time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refusedAt = m.admissionNow().Add(-ago)
+}
 
 // open adds a session with ttl to the member's table.
 func (m *member) open(id uint64, ttl time.Duration, identity string) {
@@ -230,8 +249,10 @@ func TestKeeperReconnectHolds(t *testing.T) {
 	if got := reapAt(t, k, m, start, 4999*time.Millisecond); got != nil {
 		t.Fatalf("expired %v within TTL + grace", got)
 	}
+	// A refusal since the load, and handshakes going on: a storm.
+	m.refuse(0)
 	m.mu.Lock()
-	m.takingIn = true
+	m.handshaking = true
 	m.mu.Unlock()
 	if got := reapAt(t, k, m, start, 9999*time.Millisecond); got != nil {
 		t.Fatalf("expired %v while a storm is taken in, within MaxReconnectGrace of the load", got)
@@ -243,7 +264,7 @@ func TestKeeperReconnectHolds(t *testing.T) {
 	// Steady state, refusing for load: a session expires MaxReconnectGrace
 	// past its deadline.
 	m.mu.Lock()
-	m.takingIn, m.refusing = false, true
+	m.handshaking, m.storm = false, true
 	m.mu.Unlock()
 	k.Opened(5, time.Second, QuotaKey("", "h"), nil)
 	opened := m.clock.Now()
@@ -252,6 +273,26 @@ func TestKeeperReconnectHolds(t *testing.T) {
 	}
 	if got := reapAt(t, k, m, opened, 11*time.Second); !slices.Equal(got, []uint64{5}) {
 		t.Fatalf("MaxReconnectGrace past the deadline: expired %v, want [5]", got)
+	}
+}
+
+// A refusal before the load (an overload long past) and handshakes that
+// go on (ordinary traffic) are no storm: a new leader expires a session
+// at its TTL from the load. Admission runs on another clock than the
+// leases: the keeper must not compare its instants with the load's.
+func TestKeeperOldRefusalHoldsNothing(t *testing.T) {
+	k, m := newTestKeeper(testConfig)
+	m.open(1, time.Second, "alice")
+	m.refuse(time.Hour)
+	m.mu.Lock()
+	m.handshaking = true
+	m.mu.Unlock()
+	start := m.clock.Now()
+	if err := k.load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reapAt(t, k, m, start, time.Second); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("at the TTL, with no refusal since the load: expired %v, want [1]", got)
 	}
 }
 

@@ -42,14 +42,14 @@ type Proposer interface {
 	Deposed(err error) bool
 }
 
-// Admission is what admission control saw of clients coming in, on its
-// own clock: the keeper holds expiry while a reconnect storm is being
-// taken in (Keeper's expiryCutoff).
+// Admission is what admission control saw of clients coming in: the
+// keeper holds expiry while a reconnect storm is being taken in (Keeper's
+// expiryCutoff). It is asked in durations, never instants: admission
+// control runs on its own clock (the wall clock), the leases on the
+// monotonic one, and instants of the two do not compare.
 type Admission interface {
-	// RefusedSince reports whether a connection attempt was refused for
-	// load after t.
-	RefusedSince(t time.Time) bool
-	// RefusedWithin reports whether one was refused for load within d.
+	// RefusedWithin reports whether a connection attempt was refused for
+	// load within the last d.
 	RefusedWithin(d time.Duration) bool
 	// TakingIn reports whether clients are still being taken in: an
 	// attempt was refused for load, or an admitted handshake ended,
