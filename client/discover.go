@@ -150,7 +150,7 @@ func (c *Client) connect() *link {
 // holdSessions tells every session's tracker that the cluster answered a
 // probe and the client is trying to be taken back (it may be refused for
 // load, or an election or a new leader's load may run). The cluster
-// holds the sessions of clients it is slow to take back (server/expiry.go,
+// holds the sessions of clients it is slow to take back (server/lease,
 // the reconnect grace), so the client goes on resuming them rather than
 // giving them up after the plain grace: for at least two whole rounds
 // (DialTimeout and a back-off each) after each answer, up to

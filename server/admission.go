@@ -238,13 +238,6 @@ func (a *admission) refusedWithin(d time.Duration) bool {
 	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
 }
 
-// refusedSince reports whether a connection attempt was refused for load
-// after t.
-func (a *admission) refusedSince(t time.Time) bool {
-	last := a.lastRef.Load()
-	return last != 0 && time.Unix(0, last).After(t)
-}
-
 // takingIn reports whether clients are still being taken in: an attempt
 // was refused for load, or an admitted handshake ended, within d, or one
 // is in flight now.

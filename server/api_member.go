@@ -12,6 +12,7 @@ import (
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/server/httpapi"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -69,26 +70,26 @@ func (k pollCaller) granted(lockOutcome) error   { return nil }
 func (k pollCaller) done() <-chan struct{}       { return k.ctx.Done() }
 func (k pollCaller) gaveUp() bool                { return true }
 
-func (m apiMember) Renew(id uint64) (time.Duration, bool) { return m.f.keep.renew(id) }
-func (m apiMember) ExpiresIn(id uint64) time.Duration     { return m.f.keep.expiresIn(id) }
+func (m apiMember) Renew(id uint64) (time.Duration, bool) { return m.f.keep.Renew(id) }
+func (m apiMember) ExpiresIn(id uint64) time.Duration     { return m.f.keep.ExpiresIn(id) }
 
 // apiWatch is a watcher of the hub the QUIC front's watches use.
 type apiWatch struct {
-	hub   *watchHub
-	w     *watcher
+	hub   *watch.Hub
+	w     *watch.Watcher
 	start uint64
 }
 
 func (m apiMember) Watch(path string, kind session.WatchKind, from uint64) httpapi.Watch {
-	w := newWatcher(path, kind, from, false)
-	return &apiWatch{hub: m.f.hub, w: w, start: m.f.hub.register(w)}
+	w := watch.NewWatcher(path, kind, from, false, nil)
+	return &apiWatch{hub: m.f.hub, w: w, start: m.f.hub.Register(w)}
 }
 
 func (w *apiWatch) Start() uint64           { return w.start }
-func (w *apiWatch) Notify() <-chan struct{} { return w.w.notify }
-func (w *apiWatch) Close()                  { w.hub.unregister(w.w) }
+func (w *apiWatch) Notify() <-chan struct{} { return w.w.Notify() }
+func (w *apiWatch) Close()                  { w.hub.Unregister(w.w) }
 func (w *apiWatch) Take(buf []session.WatchEvent) ([]session.WatchEvent, bool) {
-	return w.hub.take(w.w, buf)
+	return w.hub.Take(w.w, buf)
 }
 
 // WatchSlot counts a watch against MaxWatchesPerIdentity, the cap the

@@ -202,7 +202,7 @@ func (s *Server) SkipCacheInvalidationsForTest(n int) {
 // the lease), then invalidations and lease grants in order, while a reader
 // takes the client's acks and renewals.
 func (f *front) serveCache(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
-	if err := f.keep.serving(); err != nil {
+	if err := f.keep.Serving(); err != nil {
 		return err // only the ready leader knows what is written next
 	}
 	t := f.cache

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -24,13 +26,13 @@ const (
 
 // Cap names: the latchd flags that set them, also the metric labels.
 const (
-	capSessions            = "max-sessions"
-	capSessionsPerIdentity = "max-sessions-per-identity"
-	capAnonymousSessions   = "max-anonymous-sessions-per-host"
+	capSessions            = lease.CapSessions
+	capSessionsPerIdentity = lease.CapSessionsPerIdentity
+	capAnonymousSessions   = lease.CapAnonymousSessions
 	capWatchesPerIdentity  = "max-watches-per-identity"
 	// The watch byte caps "refuse" by ending a watch with a Resync.
-	capWatchBacklogBytes = "max-watch-backlog-bytes"
-	capWatchBytesPerConn = "max-watch-bytes-per-conn"
+	capWatchBacklogBytes = watch.CapBacklogBytes
+	capWatchBytesPerConn = watch.CapBytesPerConn
 )
 
 // capRefusals counts refusals per cap.
@@ -53,26 +55,6 @@ func (r *capRefusals) counter(name string) *atomic.Uint64 {
 // capError is a refusal that names the cap and the flag that raises it.
 func capError(sentinel error, name string, limit int, who string) error {
 	return fmt.Errorf("%w: %s reached the cap of %d (latchd --%s)", sentinel, who, limit, name)
-}
-
-// quotaKey is what a session counts against: its identity, or for the
-// empty identity (clients without a certificate, which all share it) the
-// client's host, so that one anonymous client cannot use up the sessions
-// of every other one. Keys of hosts start with a NUL, which no identity
-// has.
-func quotaKey(identity, host string) string {
-	if identity == "" {
-		return "\x00" + host
-	}
-	return identity
-}
-
-// sessionCap picks the cap of a quota key.
-func (c *Config) sessionCap(key string) (name string, limit int) {
-	if key != "" && key[0] == 0 {
-		return capAnonymousSessions, c.MaxAnonymousSessions
-	}
-	return capSessionsPerIdentity, c.MaxSessionsPerIdentity
 }
 
 // anonymousHost is what OpSessionOpen records as the session's host: the
@@ -145,13 +127,13 @@ type capUse struct {
 
 // caps reports every cap of this member's front.
 func (f *front) caps() []capUse {
-	total, busiest, anon := f.keep.sessionUse()
+	total, busiest, anon := f.keep.SessionUse()
 	cfg := &f.s.cfg
 	r := &f.capRefusals
-	watchBytes, backlogResyncs, connResyncs := f.hub.backlogStats()
+	watchBytes, backlogResyncs, connResyncs := f.hub.BacklogStats()
 	return []capUse{
 		{capWatchBacklogBytes, cfg.MaxWatchBacklogBytes, watchBytes, backlogResyncs},
-		{capWatchBytesPerConn, cfg.MaxWatchBytesPerConn, f.hub.busiestConn(), connResyncs},
+		{capWatchBytesPerConn, cfg.MaxWatchBytesPerConn, f.hub.BusiestConn(), connResyncs},
 		{capSessions, cfg.MaxSessions, total, r.sessions.Load()},
 		{capSessionsPerIdentity, cfg.MaxSessionsPerIdentity, busiest, r.perIdentity.Load()},
 		{capAnonymousSessions, cfg.MaxAnonymousSessions, anon, r.anonymous.Load()},

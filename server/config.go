@@ -172,7 +172,7 @@ type Config struct {
 	// port can partition the cluster.
 	FaultInjection bool
 
-	// Client front (quic.go, expiry.go, watch.go).
+	// Client front (quic.go, packages lease and watch).
 
 	// TLSCert and TLSKey (PEM files) are the client listener's certificate,
 	// required unless Dev: Dev without them makes a development PKI in
@@ -264,7 +264,7 @@ type Config struct {
 	// Default 16 MiB.
 	MaxWatchBytesPerConn int
 	// MaxReconnectGrace caps the grace a new leader adds to every
-	// session's first lease while clients reconnect (expiry.go,
+	// session's first lease while clients reconnect (package lease:
 	// reconnectGrace, expiryCutoff). Default 45s (Chubby's grace period).
 	MaxReconnectGrace time.Duration
 	// Admission bounds how fast new client connections are let in

@@ -351,7 +351,7 @@ func (f *front) sessions(ctx context.Context, _ *clientConn, req *session.Reques
 		budget -= 64 + len(si.Identity)
 		resp.Sessions = append(resp.Sessions, session.SessionInfo{
 			ID: si.ID, TTLMillis: si.TTLMillis, Identity: si.Identity, OpenRev: si.OpenRev, OpenTime: si.OpenTime,
-			ExpiresInMillis: f.keep.expiresIn(si.ID).Milliseconds(),
+			ExpiresInMillis: f.keep.ExpiresIn(si.ID).Milliseconds(),
 		})
 	}
 	return resp, nil
@@ -389,8 +389,8 @@ func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*s
 		CommitIndex:  st.CommitIndex,
 		AppliedIndex: st.AppliedIndex,
 		LastIndex:    st.LastLogIndex,
-		Sessions:     int64(f.keep.sessions()),
-		Watches:      int64(f.hub.watchers()),
+		Sessions:     int64(f.keep.Sessions()),
+		Watches:      int64(f.hub.Watchers()),
 		Version:      st.Build.String(),
 		Stats: map[string]string{
 			"leader_id":         st.LeaderID,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/lease"
 	"github.com/latch-io/latch/session"
 )
 
@@ -41,7 +42,7 @@ func grantTTL(l namespace.Limits, millis int64) (time.Duration, error) {
 }
 
 func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
-	if err := f.keep.serving(); err != nil {
+	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	ttl, err := f.grantTTL(req.TTLMillis)
@@ -52,7 +53,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("%w: session secret: %v", session.ErrInternal, err)
 	}
-	release, err := f.keep.reserve(c.identity, c.host, secret)
+	release, err := f.keep.Reserve(c.identity, c.host, secret)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if err != nil {
 		return nil, err
 	}
-	f.keep.opened(res.Session, ttl, quotaKey(c.identity, c.host), secret)
+	f.keep.Opened(res.Session, ttl, lease.QuotaKey(c.identity, c.host), secret)
 	c.attach(res.Session)
 	return &session.Response{Session: res.Session, Secret: secret, TTLMillis: ttl.Milliseconds(), Rev: res.Index}, nil
 }
@@ -73,7 +74,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 // client reconnected, or followed a new leader. It also renews the lease,
 // since the client just proved it is alive.
 func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
-	if err := f.keep.serving(); err != nil {
+	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	if err := f.resumes.allow(c); err != nil {
@@ -91,7 +92,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.identity) {
 		return nil, f.resumes.failed(c, req.Session) // resumelimit.go
 	}
-	ttl, ok := f.keep.renew(req.Session)
+	ttl, ok := f.keep.Renew(req.Session)
 	if !ok {
 		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
 	}
@@ -101,7 +102,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 
 // keepAlive renews leases in the leader's memory; it never proposes.
 func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
-	if err := f.keep.serving(); err != nil {
+	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	renew := func(id uint64) (time.Duration, error) {
@@ -111,7 +112,7 @@ func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request
 		if id == 0 {
 			return 0, fmt.Errorf("%w: keepalive names no session", session.ErrUnknownSession)
 		}
-		ttl, ok := f.keep.renew(id)
+		ttl, ok := f.keep.Renew(id)
 		if !ok {
 			return 0, fmt.Errorf("%w: session %d", session.ErrSessionExpired, id)
 		}
@@ -144,7 +145,7 @@ func (f *front) closeSession(ctx context.Context, c *clientConn, req *session.Re
 	if req.Session == 0 {
 		return nil, fmt.Errorf("%w: close names no session", session.ErrUnknownSession)
 	}
-	if err := f.keep.serving(); err != nil {
+	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	res, err := f.propose(ctx, &namespace.Command{Op: namespace.OpSessionClose, Session: req.Session})

@@ -39,7 +39,7 @@
 //     Config.ACLDefault) through the log when there are none. Session and
 //     watch caps (per identity, per anonymous host, cluster-wide) are the
 //     leader's in-memory bookkeeping, never Apply's. So are the watch
-//     byte caps (watch.go: events held for watches counted as path + 48
+//     byte caps (package watch: events held for watches counted as path + 48
 //     bytes, per connection and in total) and the failed-resume limiter
 //     (resumelimit.go: token buckets of wrong-secret resumes per
 //     connection and per client host; a right secret is never refused
@@ -107,7 +107,7 @@
 //     api_member.go implements over this member's parts: unary requests
 //     run through front.call, the QUIC front's handlers; acquire through
 //     the lock service's acquisition engine (lock_acquire.go, with a
-//     pollCaller); watches through the watch hub; every error leaves as
+//     pollCaller); watches through the watch hub (package watch); every error leaves as
 //     its wire error. api.go wires it: the listener, the http.Server, the
 //     console's sampler (package consolestats, fed by statsSource) and
 //     Config.APIGatewayCA.
@@ -207,7 +207,7 @@
 // can serve. The rule for their sessions, Chubby's grace period, has two
 // halves, and a session is lost if either gives up first:
 //
-//   - The leader (expiry.go): a new leader gives every session a full
+//   - The leader (package lease): a new leader gives every session a full
 //     TTL plus a grace of twice the time admitting one connection per
 //     session takes at HandshakeRate (reconnectGrace), and once its
 //     admission control refused a client for load it expires nothing
@@ -286,8 +286,8 @@
 //
 //   - Session leases do not depend on raft timing. A new leader gives
 //     every session a fresh full TTL from when it loads the table
-//     (expiry.go), so a session never expires earlier than TTL after its
-//     last acknowledged keepalive, whatever the number of elections.
+//     (package lease), so a session never expires earlier than TTL after
+//     its last acknowledged keepalive, whatever the number of elections.
 //   - Keepalives are answered by the leader without a quorum check, so a
 //     deposed leader must stop answering before a successor can serve:
 //     LeaderLeaseTimeout is at most HeartbeatTimeout (equal by default).

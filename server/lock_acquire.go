@@ -87,7 +87,7 @@ func (l *lockService) checkAcquire(req *lockAcquire) error {
 	}
 	// Only the ready leader serves locks: a follower could not withdraw
 	// a request, and a re-attach must see every committed grant.
-	return l.f.keep.serving()
+	return l.f.keep.Serving()
 }
 
 // acquire runs one acquisition to its outcome: it proposes the request

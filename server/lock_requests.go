@@ -127,7 +127,7 @@ func (l *lockService) release(_ context.Context, c *clientConn, req *session.Req
 	if req.Node == "" && req.RequestID == "" {
 		return nil, fmt.Errorf("%w: release names no request node or request id", namespace.ErrBadCommand)
 	}
-	if err := l.f.keep.serving(); err != nil {
+	if err := l.f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	node := req.Node
@@ -158,7 +158,7 @@ func (l *lockService) renew(_ context.Context, c *clientConn, req *session.Reque
 	if req.Node == "" {
 		return nil, fmt.Errorf("%w: renew names no request node", namespace.ErrBadCommand)
 	}
-	if err := l.f.keep.serving(); err != nil {
+	if err := l.f.keep.Serving(); err != nil {
 		return nil, err
 	}
 	cmd := &namespace.Command{Op: namespace.OpLockRenew, Path: req.Node, Session: req.Session, Identity: c.identity, HoldTTLMillis: req.HoldTTLMillis}
@@ -174,7 +174,7 @@ func (l *lockService) renew(_ context.Context, c *clientConn, req *session.Reque
 	if err != nil {
 		return nil, err
 	}
-	if sessionTTL != 0 && !l.f.keep.retime(req.Session, sessionTTL) {
+	if sessionTTL != 0 && !l.f.keep.Retime(req.Session, sessionTTL) {
 		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
 	}
 	resp := &session.Response{Rev: res.Index}

@@ -195,7 +195,7 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 // collect reports the client front's global caps: what is held and what
 // was refused.
 func (f *front) collect(ch chan<- prometheus.Metric, id string) {
-	queued, resyncs, connResyncs := f.hub.backlogStats()
+	queued, resyncs, connResyncs := f.hub.BacklogStats()
 	resyncs += connResyncs
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)

@@ -195,7 +195,7 @@ func (opsCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descLocksWaiting, c.Waiting)
 			gauge(descLocksDelayed, c.Delayed)
 		}
-		gauge(descWatches, s.front.hub.watchers())
+		gauge(descWatches, s.front.hub.Watchers())
 		gauge(descConnections, s.front.connections())
 		n := s.fsm.decodeErrors.Load()
 		if m := s.metrics; m != nil && m.ops != nil {

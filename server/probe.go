@@ -66,7 +66,7 @@ func (f *front) probeLoop() {
 		if !f.adm.probe(remoteHost(from)) {
 			continue // a flood from one host: dropped before it costs more
 		}
-		a := session.ProbeAnswer{Member: f.s.cfg.ID, IsLeader: f.keep.serving() == nil}
+		a := session.ProbeAnswer{Member: f.s.cfg.ID, IsLeader: f.keep.Serving() == nil}
 		if id := f.s.followedLeader(); id != "" && id != f.s.cfg.ID {
 			a.Leader = f.s.memberInfo(id).ClientAddr
 		}

@@ -15,7 +15,8 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/server/clock"
+	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -62,7 +63,7 @@ import (
 //     MaxAnonymousSessions for the identity "" that clients without a
 //     certificate share, counting open and opening sessions; watches per
 //     identity across connections.
-//   - Leases (expiry.go): the ready leader loads every session with a full
+//   - Leases (package lease): the ready leader loads every session with a full
 //     TTL, then reaps due sessions in batches of ExpiryBatch, sleeping
 //     until the next deadline but at most ExpiryTick (so an injected clock
 //     is noticed). A failed expiry is requeued. Opens are leased from the
@@ -75,8 +76,8 @@ import (
 //     invalidations in flight (cache.go).
 //     Recursive delete is refused (the client deletes node by node).
 //     Sessions lists at most 10000 sessions (More when cut).
-//   - Watches (watch.go) are served by any member from its own applied
-//     log. Kind 0 means WatchData; a data watch also reports creation.
+//   - Watches (watch_stream.go; the hub is package watch) are served by
+//     any member from its own applied log. Kind 0 means WatchData; a data watch also reports creation.
 //     Only node events (created, deleted, data and children changed) are
 //     delivered. The acknowledgement's Rev is FromRev when given, else the
 //     current revision. A snapshot install on the member makes every watch
@@ -86,8 +87,8 @@ type front struct {
 	log *slog.Logger
 
 	ln    *session.Listener
-	hub   *watchHub
-	keep  *leaseKeeper
+	hub   *watch.Hub
+	keep  *lease.Keeper
 	unary map[session.MsgType]unaryHandler
 	strm  map[session.MsgType]streamHandler
 	// observers are further observers of applied batches (observe).
@@ -144,9 +145,9 @@ func (s *Server) openFront() error {
 	}
 	ln.SetTicketKeys([][32]byte{s.ticketKey})
 	f := &front{s: s, log: s.log, ln: ln, adm: adm, conns: map[*clientConn]struct{}{}, streams: make(chan struct{}, s.cfg.MaxStreams)}
-	f.hub = newWatchHub(s.cfg.WatchHistory, s.cfg.WatchBuffer, s.store.AppliedIndex, s.fsm.restores.Load)
-	f.hub.maxBacklog, f.hub.maxConnBytes = s.cfg.MaxWatchBacklogBytes, s.cfg.MaxWatchBytesPerConn
-	f.keep = newLeaseKeeper(s, clock.Mono(s.cfg.Monotonic).Now)
+	f.hub = watch.NewHub(watch.Config{History: s.cfg.WatchHistory, Buffer: s.cfg.WatchBuffer,
+		MaxBacklogBytes: s.cfg.MaxWatchBacklogBytes, MaxBytesPerConn: s.cfg.MaxWatchBytesPerConn}, s.fsm)
+	f.keep = newLeaseKeeper(f)
 	f.resumes = newResumeLimiter(s.cfg.MaxFailedResumesPerHost, s.cfg.Monotonic)
 	f.workers = newCallWorkers(s)
 	f.register()
@@ -193,7 +194,9 @@ func (s *Server) startFront() {
 	s.goFunc(func() { f.adm.watchLag(s.stop) })
 	s.goFunc(s.shareTicketKeys)
 	s.goFunc(f.leadershipMoved)
-	s.goFunc(func() { f.keep.run(s.stop) })
+	s.goFunc(func() {
+		s.followLeadership(s.stop, func(_ <-chan struct{}, sub <-chan bool) bool { return f.keep.Lead(s.ctx, sub) })
+	})
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -120,12 +121,12 @@ func (c *Config) validateFront() error {
 		return bad("MaxConns", "%d must be at least 1", c.MaxConns)
 	case c.MaxStreams < 1:
 		return bad("MaxStreams", "%d must be at least 1", c.MaxStreams)
-	case c.MaxWatchBacklogBytes < minWatchBytes:
-		return bad("MaxWatchBacklogBytes", "%d must be at least %d (one frame of long paths)", c.MaxWatchBacklogBytes, minWatchBytes)
+	case c.MaxWatchBacklogBytes < watch.MinCapBytes:
+		return bad("MaxWatchBacklogBytes", "%d must be at least %d (one frame of long paths)", c.MaxWatchBacklogBytes, watch.MinCapBytes)
 	case c.MaxFailedResumesPerHost < 1:
 		return bad("MaxFailedResumesPerHost", "%d must be at least 1", c.MaxFailedResumesPerHost)
-	case c.MaxWatchBytesPerConn < minWatchBytes:
-		return bad("MaxWatchBytesPerConn", "%d must be at least %d (one frame of long paths)", c.MaxWatchBytesPerConn, minWatchBytes)
+	case c.MaxWatchBytesPerConn < watch.MinCapBytes:
+		return bad("MaxWatchBytesPerConn", "%d must be at least %d (one frame of long paths)", c.MaxWatchBytesPerConn, watch.MinCapBytes)
 	case c.IdleConnTimeout < 0:
 		return bad("IdleConnTimeout", "%v is negative", c.IdleConnTimeout)
 	case c.RequestReadTimeout < 0:

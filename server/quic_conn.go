@@ -13,6 +13,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -31,9 +32,9 @@ type clientConn struct {
 	attached map[uint64]struct{}
 	watches  int
 
-	watchBytes watchBudget // guarded by the watch hub's lock
-	resumes    connResumes // guarded by the resume limiter's lock
-	endMux     func()      // ends the connection's mux stream, if one is served
+	watchBytes watch.Budget // guarded by the watch hub's lock
+	resumes    connResumes  // guarded by the resume limiter's lock
+	endMux     func()       // ends the connection's mux stream, if one is served
 }
 
 // logger is the member's logger naming the client. Built when something

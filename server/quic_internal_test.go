@@ -37,7 +37,7 @@ func startDevWith(t testing.TB, configure func(*Config)) *Server {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for s.front.keep.serving() != nil {
+	for s.front.keep.Serving() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("dev member never became a serving leader")
 		}
@@ -118,7 +118,7 @@ func TestLeaseForSessionOpenedWithoutHandler(t *testing.T) {
 	if err != nil || res.Err != nil {
 		t.Fatal(err, res)
 	}
-	if _, _, ok := s.front.keep.table.Deadline(res.Session); !ok {
+	if !s.front.keep.Has(res.Session) {
 		t.Fatal("no lease for a session opened outside the handler")
 	}
 	deadline := time.Now().Add(20 * time.Second)

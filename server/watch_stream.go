@@ -8,6 +8,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
@@ -51,10 +52,9 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 	}
 	defer f.watchesBy.remove(c.identity)
 
-	w := newWatcher(req.Path, kind, req.FromRev, req.OneShot)
-	w.budget = &c.watchBytes
-	start := f.hub.register(w)
-	defer f.hub.unregister(w)
+	w := watch.NewWatcher(req.Path, kind, req.FromRev, req.OneShot, &c.watchBytes)
+	start := f.hub.Register(w)
+	defer f.hub.Unregister(w)
 	if err := session.WriteResponse(str, &session.Response{Rev: start}); err != nil {
 		return nil // the stream is gone
 	}
@@ -63,9 +63,9 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-w.notify:
+		case <-w.Notify():
 		}
-		events, done := f.hub.take(w, buf)
+		events, done := f.hub.Take(w, buf)
 		buf = events
 		events = f.readableEvents(c.identity, events)
 		for i := 0; i < len(events) || done; {
@@ -80,14 +80,14 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
 			if done && j == len(events) {
 				// A watch a byte cap ended says which, next to its Resync.
-				frame.Message = f.hub.reason(w)
+				frame.Message = f.hub.Reason(w)
 				_ = session.Reply(str, frame)
 				return nil
 			}
 			if err := session.WriteResponse(str, frame); err != nil {
 				return nil
 			}
-			f.hub.sent(w, events[i:j])
+			f.hub.Sent(w, events[i:j])
 			i = j
 		}
 	}

@@ -55,7 +55,7 @@ const eventBuffer = 16
 // A client that hears from the cluster but is not yet taken back (the
 // leader refuses it for load, or an election or a new leader's load is
 // still running) calls Hold: the server holds its sessions meanwhile
-// (a new leader's reconnect grace, server/expiry.go), so the grace runs
+// (a new leader's reconnect grace, server/lease), so the grace runs
 // on for one TTL after the last such word, up to Hold's limit past the
 // grace. A client that hears nothing keeps the plain grace.
 //

@@ -1,4 +1,4 @@
-package server
+package watch
 
 import (
 	"fmt"
@@ -10,17 +10,24 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
+// testLog is the applied log the test moves: its applied index and
+// snapshot-install count.
+type testLog struct{ applied, restores uint64 }
+
+func (l *testLog) AppliedIndex() uint64 { return l.applied }
+func (l *testLog) Restores() uint64     { return l.restores }
+
 // hubWatch is a watcher under test and what it received.
 type hubWatch struct {
-	w    *watcher
+	w    *Watcher
 	from uint64 // the revision it started after
 	at   uint64 // the hub's revision when it registered
 	got  []session.WatchEvent
 }
 
 // drain takes what the hub queued for hw.
-func (hw *hubWatch) drain(h *watchHub) {
-	evs, _ := h.take(hw.w, nil)
+func (hw *hubWatch) drain(h *Hub) {
+	evs, _ := h.Take(hw.w, nil)
 	hw.got = append(hw.got, evs...)
 }
 
@@ -54,7 +61,7 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 		session.WatchData | session.WatchChildren, session.WatchRecursive, session.WatchRecursive | session.WatchData,
 		session.WatchLocks, session.WatchLocks | session.WatchData, session.WatchRecursive | session.WatchLocks}
 	history := 20 + rng.IntN(60)
-	h := newWatchHub(history, 1<<20, func() uint64 { return 0 }, func() uint64 { return 0 })
+	h := NewHub(Config{History: history, Buffer: 1 << 20}, &testLog{})
 
 	var log []namespace.Event // every event applied
 	var watches []*hubWatch
@@ -65,8 +72,8 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 			if rev > 0 && rng.IntN(2) == 0 {
 				from = 1 + rng.Uint64N(rev)
 			}
-			w := newWatcher(paths[rng.IntN(len(paths))], kinds[rng.IntN(len(kinds))], from, false)
-			start := h.register(w)
+			w := NewWatcher(paths[rng.IntN(len(paths))], kinds[rng.IntN(len(kinds))], from, false, nil)
+			start := h.Register(w)
 			if from == 0 && start != rev || from != 0 && start != from {
 				t.Fatalf("register from %d at rev %d: starts after %d", from, rev, start)
 			}
@@ -125,67 +132,64 @@ func hubModel(t *testing.T, seed uint64) (resyncs, replays int) {
 }
 
 func TestWatchHubOverflowAndRestore(t *testing.T) {
-	restores := uint64(0)
-	applied := uint64(10)
-	h := newWatchHub(100, 3, func() uint64 { return applied }, func() uint64 { return restores })
+	log := &testLog{applied: 10}
+	h := NewHub(Config{History: 100, Buffer: 3}, log)
 	ev := func(rev uint64, p string) *namespace.Result {
 		return &namespace.Result{Index: rev, Events: []namespace.Event{{Type: namespace.EventDataChanged, Path: p, Rev: rev}}}
 	}
-	slow := newWatcher("/a", session.WatchData, 0, false)
-	live := newWatcher("/a", session.WatchData, 0, false)
-	h.register(slow)
-	h.register(live)
+	slow := NewWatcher("/a", session.WatchData, 0, false, nil)
+	live := NewWatcher("/a", session.WatchData, 0, false, nil)
+	h.Register(slow)
+	h.Register(live)
 	h.Applied([]*namespace.Result{ev(11, "/a"), ev(12, "/a")})
 	var buf []session.WatchEvent
-	buf, _ = h.take(live, buf)
+	buf, _ = h.Take(live, buf)
 	if len(buf) != 2 {
 		t.Fatalf("live watcher got %v", buf)
 	}
 	h.Applied([]*namespace.Result{ev(13, "/a"), ev(14, "/a")})
 	// slow has 11..13 queued; 14 overflows it: Resync before its oldest.
-	got, done := h.take(slow, nil)
+	got, done := h.Take(slow, nil)
 	if !done || len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 10 {
 		t.Fatalf("overflowed watcher: %v done=%v", got, done)
 	}
-	if h.watchers() != 1 {
-		t.Fatalf("%d watchers registered, want the live one", h.watchers())
+	if h.Watchers() != 1 {
+		t.Fatalf("%d watchers registered, want the live one", h.Watchers())
 	}
-	if got, _ := h.take(live, nil); len(got) != 2 || got[1].Rev != 14 {
+	if got, _ := h.Take(live, nil); len(got) != 2 || got[1].Rev != 14 {
 		t.Fatalf("live watcher got %v", got)
 	}
 	// A snapshot install: history is gone, live watchers resync at the
 	// revision before the next applied command.
-	restores, applied = 1, 50
+	log.restores, log.applied = 1, 50
 	h.Applied([]*namespace.Result{ev(51, "/a")})
-	got, done = h.take(live, nil)
+	got, done = h.Take(live, nil)
 	if done || len(got) != 2 || got[0].Type != session.EventResync || got[0].Rev != 50 || got[1].Rev != 51 {
 		t.Fatalf("after a restore: %v done=%v", got, done)
 	}
-	late := newWatcher("/a", session.WatchData, 12, false)
-	if h.register(late) != 12 {
+	late := NewWatcher("/a", session.WatchData, 12, false, nil)
+	if h.Register(late) != 12 {
 		t.Fatal("start revision")
 	}
-	if got, _ := h.take(late, nil); len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 51 {
+	if got, _ := h.Take(late, nil); len(got) != 1 || got[0].Type != session.EventResync || got[0].Rev != 51 {
 		t.Fatalf("watch from before the restore: %v", got)
 	}
 }
 
-// The hub counts bytes (path + watchEventOverhead per event) for its
+// The hub counts bytes (path + EventOverhead per event) for its
 // total and per connection: a writer that takes again gives back what it
 // took before (the HTTP API's writer never calls sent), a connection over
 // its cap gets its watches resynced naming the cap while a watch of no
 // connection goes on, and everything is given back at the end.
 func TestWatchHubBytes(t *testing.T) {
-	h := newWatchHub(100, 1000, func() uint64 { return 0 }, func() uint64 { return 0 })
 	path := "/" + strings.Repeat("p", 99)
-	size := len(path) + watchEventOverhead
-	h.maxConnBytes = 10 * size
-	conn := &watchBudget{}
-	a, b := newWatcher(path, session.WatchData, 0, false), newWatcher(path, session.WatchData, 0, false)
-	a.budget, b.budget = conn, conn
-	api := newWatcher(path, session.WatchData, 0, false)
-	for _, w := range []*watcher{a, b, api} {
-		h.register(w)
+	size := len(path) + EventOverhead
+	h := NewHub(Config{History: 100, Buffer: 1000, MaxBytesPerConn: 10 * size}, &testLog{})
+	conn := &Budget{}
+	a, b := NewWatcher(path, session.WatchData, 0, false, conn), NewWatcher(path, session.WatchData, 0, false, conn)
+	api := NewWatcher(path, session.WatchData, 0, false, nil)
+	for _, w := range []*Watcher{a, b, api} {
+		h.Register(w)
 	}
 	rev := uint64(0)
 	apply := func(n int) {
@@ -196,23 +200,23 @@ func TestWatchHubBytes(t *testing.T) {
 	}
 	check := func(what string, total, perConn int) {
 		t.Helper()
-		if got, _, _ := h.backlogStats(); got != total || conn.bytes != perConn {
+		if got, _, _ := h.BacklogStats(); got != total || conn.bytes != perConn {
 			t.Fatalf("%s: hub holds %d bytes, connection %d; want %d and %d", what, got, conn.bytes, total, perConn)
 		}
 	}
 	apply(3)
 	check("3 events for 3 watches", 9*size, 6*size)
-	got, _ := h.take(a, nil)
-	h.sent(a, got[:1])
+	got, _ := h.Take(a, nil)
+	h.Sent(a, got[:1])
 	check("a sent 1 of the 3 it took", 8*size, 5*size)
-	h.take(a, got)
+	h.Take(a, got)
 	check("a took again", 6*size, 3*size)
-	evs, _ := h.take(api, nil)
+	evs, _ := h.Take(api, nil)
 	apply(1)
-	h.take(api, evs) // no sent: the API's writer
+	h.Take(api, evs) // no sent: the API's writer
 	check("api took twice without sent", 6*size, 5*size)
-	if h.busiestConn() != 5*size {
-		t.Fatalf("busiest connection holds %d", h.busiestConn())
+	if h.BusiestConn() != 5*size {
+		t.Fatalf("busiest connection holds %d", h.BusiestConn())
 	}
 
 	// a and b share the connection's 10 events; the API's watch is bound
@@ -225,26 +229,26 @@ func TestWatchHubBytes(t *testing.T) {
 	if b.done {
 		over = b
 	}
-	if !strings.Contains(h.reason(over), "--"+capWatchBytesPerConn) {
-		t.Fatalf("resync reason %q does not name the cap", h.reason(over))
+	if !strings.Contains(h.Reason(over), "--"+CapBytesPerConn) {
+		t.Fatalf("resync reason %q does not name the cap", h.Reason(over))
 	}
 	if conn.bytes > h.maxConnBytes {
 		t.Fatalf("the connection holds %d bytes, cap %d", conn.bytes, h.maxConnBytes)
 	}
-	if api.done || h.reason(api) != "" {
+	if api.done || h.Reason(api) != "" {
 		t.Fatal("a watch of no connection was resynced for a connection's cap")
 	}
-	_, _, connResyncs := h.backlogStats()
+	_, _, connResyncs := h.BacklogStats()
 	if connResyncs == 0 {
 		t.Fatal("no resync counted for the connection cap")
 	}
 	h.maxBacklog = 0
 	apply(1)
-	if !api.done || !strings.Contains(h.reason(api), "--"+capWatchBacklogBytes) {
-		t.Fatalf("over the hub's cap: api done %v, reason %q", api.done, h.reason(api))
+	if !api.done || !strings.Contains(h.Reason(api), "--"+CapBacklogBytes) {
+		t.Fatalf("over the hub's cap: api done %v, reason %q", api.done, h.Reason(api))
 	}
-	for _, w := range []*watcher{a, b, api} {
-		h.unregister(w)
+	for _, w := range []*Watcher{a, b, api} {
+		h.Unregister(w)
 	}
 	check("all unregistered", 0, 0)
 	if len(h.budgets) != 0 {
@@ -256,14 +260,14 @@ func TestWatchHubBytes(t *testing.T) {
 // watches of the locked path that asked for them (WatchLocks), and to
 // recursive ones above with WatchLocks; never to node watches.
 func TestWatchHubLockEvents(t *testing.T) {
-	h := newWatchHub(100, 100, func() uint64 { return 0 }, func() uint64 { return 0 })
-	onA := newWatcher("/a", session.WatchLocks, 0, false)
-	dataA := newWatcher("/a", session.WatchData|session.WatchChildren, 0, false)
-	treeLocks := newWatcher("/", session.WatchRecursive|session.WatchLocks, 0, false)
-	tree := newWatcher("/", session.WatchRecursive, 0, false)
-	onNode := newWatcher("/a/lock-x-0000000001", session.WatchLocks|session.WatchData, 0, false)
-	for _, w := range []*watcher{onA, dataA, treeLocks, tree, onNode} {
-		h.register(w)
+	h := NewHub(Config{History: 100, Buffer: 100}, &testLog{})
+	onA := NewWatcher("/a", session.WatchLocks, 0, false, nil)
+	dataA := NewWatcher("/a", session.WatchData|session.WatchChildren, 0, false, nil)
+	treeLocks := NewWatcher("/", session.WatchRecursive|session.WatchLocks, 0, false, nil)
+	tree := NewWatcher("/", session.WatchRecursive, 0, false, nil)
+	onNode := NewWatcher("/a/lock-x-0000000001", session.WatchLocks|session.WatchData, 0, false, nil)
+	for _, w := range []*Watcher{onA, dataA, treeLocks, tree, onNode} {
+		h.Register(w)
 	}
 	h.Applied([]*namespace.Result{
 		{Index: 1, Events: []namespace.Event{
@@ -278,8 +282,8 @@ func TestWatchHubLockEvents(t *testing.T) {
 			{Type: namespace.EventLockReleased, Path: "/a/lock-x-0000000001", Rev: 3, Session: 7,
 				Lock: &namespace.LockNote{Token: 1, Cause: "released"}}}},
 	})
-	types := func(w *watcher) string {
-		evs, _ := h.take(w, nil)
+	types := func(w *Watcher) string {
+		evs, _ := h.Take(w, nil)
 		out := ""
 		for _, ev := range evs {
 			out += fmt.Sprintf("%s@%d ", ev.Type, ev.Rev)
@@ -288,7 +292,7 @@ func TestWatchHubLockEvents(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		w    *watcher
+		w    *Watcher
 		want string
 	}{
 		{"locks on /a", onA, "lock-granted@1 lock-contended@2 lock-released@3 "},
@@ -302,9 +306,9 @@ func TestWatchHubLockEvents(t *testing.T) {
 		}
 	}
 	// Replay from history follows the same rule.
-	late := newWatcher("/a", session.WatchLocks, 1, false)
-	h.register(late)
-	evs, _ := h.take(late, nil)
+	late := NewWatcher("/a", session.WatchLocks, 1, false, nil)
+	h.Register(late)
+	evs, _ := h.Take(late, nil)
 	if len(evs) != 2 || evs[0].Type != namespace.EventLockContended || evs[0].Waiter != "/a/b/lock-x-0000000002" ||
 		evs[1].Cause != "released" || evs[1].Token != 1 {
 		t.Fatalf("replayed lock events: %+v", evs)
