@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,37 +25,6 @@ func (l AdminList) IsAdmin(identity string) bool {
 	return identity != "" && slices.Contains(l, identity)
 }
 
-// adminCaller is who made an admin request, as its verified client certificate
-// says.
-type adminCaller struct {
-	identity string // session.Identity; "" without a certificate
-	member   string // member id of a member certificate, else ""
-	admin    bool
-}
-
-func (c adminCaller) String() string {
-	switch {
-	case c.member != "":
-		return "member " + c.member
-	case c.identity != "":
-		return fmt.Sprintf("%q", c.identity)
-	}
-	return "a client without a certificate"
-}
-
-// callerOf names the peer of an admin request. Only certificates the
-// handshake verified against the cluster CA count (the admin listener asks
-// for one and refuses a bad one); a plain-HTTP request has no caller.
-func (s *Server) callerOf(r *http.Request) adminCaller {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		return adminCaller{}
-	}
-	c := adminCaller{identity: session.Identity(*r.TLS)}
-	c.member, _ = session.PeerMember(*r.TLS)
-	c.admin = c.member == "" && s.isAdmin(c.identity)
-	return c
-}
-
 // IsAdmin reports whether identity (of a verified certificate) is a
 // cluster admin: Config.Admins lists it or Config.AdminCheck says so; in
 // Dev without Admins any identity is (the dev CA's key is on this
@@ -74,39 +42,6 @@ func (s *Server) isAdmin(identity string) bool {
 		return true
 	}
 	return s.cfg.AdminCheck != nil && s.cfg.AdminCheck.IsAdmin(identity)
-}
-
-// memberOrAdmin wraps an admin handler that needs a member or admin
-// identity: anyone else gets 403 with code "admin_denied" (the wire's
-// session.ErrAdminDenied), before any redirect to the leader.
-func (s *Server) memberOrAdmin(h func(http.ResponseWriter, *http.Request, adminCaller)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c := s.callerOf(r)
-		if c.member == "" && !c.admin {
-			s.countRefused("admin")
-			s.log.Warn("admin request refused", "path", r.URL.Path, "caller", c.String(), "remote", r.RemoteAddr)
-			s.writeError(w, fmt.Errorf("%w: %s %s needs a member or admin certificate of the cluster CA; %s is neither",
-				session.ErrAdminDenied, r.Method, r.URL.Path, c))
-			return
-		}
-		h(w, r, c)
-	}
-}
-
-// adminOnly wraps an admin handler that needs an admin identity (a member
-// certificate is not enough: members never call it).
-func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c := s.callerOf(r)
-		if !c.admin {
-			s.countRefused("admin")
-			s.log.Warn("admin request refused", "path", r.URL.Path, "caller", c.String(), "remote", r.RemoteAddr)
-			s.writeError(w, fmt.Errorf("%w: %s %s needs an admin certificate of the cluster CA (latchd --admins); %s is not one",
-				session.ErrAdminDenied, r.Method, r.URL.Path, c))
-			return
-		}
-		h(w, r)
-	}
 }
 
 // loadMemberTLS loads the member certificate and cluster CA; Dev without
@@ -154,24 +89,6 @@ func (c *Config) validateMemberTLS() error {
 		if strings.HasPrefix(a, "latch://") {
 			return bad("Admins", "%q is a member URI (members need no admin rights)", a)
 		}
-	}
-	return nil
-}
-
-// mayChange checks that the caller may join, update or remove member id:
-// an admin may change any member; a member only itself (so a member
-// certificate cannot re-point, remove or impersonate another member).
-// Replacing a live member needs an admin.
-func (c adminCaller) mayChange(id string, replace bool) error {
-	switch {
-	case c.admin:
-		return nil
-	case replace:
-		return fmt.Errorf("%w: replacing a live member needs an admin identity, and %s is not one", session.ErrAdminDenied, c)
-	case c.member != "" && c.member != id:
-		return fmt.Errorf("%w: %s may only join, update or remove itself, not %q", session.ErrAdminDenied, c, id)
-	case c.member == "":
-		return fmt.Errorf("%w: %s is neither a member nor an admin", session.ErrAdminDenied, c)
 	}
 	return nil
 }

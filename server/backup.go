@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -38,81 +34,6 @@ import (
 
 // ErrNotFresh is the answer to a restore into a cluster that holds data.
 var ErrNotFresh = errors.New("latch: cluster is not empty")
-
-func (s *Server) backupRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/snapshot/download", s.adminOnly(s.handleBackupSave))
-	mux.HandleFunc("POST /v1/snapshot/restore", s.adminOnly(s.handleBackupRestore))
-}
-
-func (s *Server) handleBackupSave(w http.ResponseWriter, r *http.Request) {
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	if err := s.LinearizableRead(r.Context()); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	snap, err := s.store.Snapshot()
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer snap.Release()
-	members, _ := s.Members()
-	info := adminapi.BackupInfo{
-		Index: snap.Index(), Created: time.Now().UTC().Format(time.RFC3339Nano),
-		Member: s.cfg.ID, Version: adminapi.ThisBuild().String(), Members: members,
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Latch-Index", fmt.Sprint(info.Index))
-	bw, err := adminapi.NewBackupWriter(w, info)
-	if err == nil {
-		_, err = snap.WriteTo(bw)
-	}
-	if err == nil {
-		err = bw.Close()
-	}
-	if err != nil {
-		// The status line is gone; the client sees a file without a
-		// valid trailer and refuses it.
-		s.log.Warn("backup download failed", "err", err)
-		return
-	}
-	s.log.Info("backup saved", "index", info.Index, "remote", r.RemoteAddr)
-}
-
-// maxBackupUpload bounds a restore upload.
-const maxBackupUpload = 8 << 30
-
-func (s *Server) handleBackupRestore(w http.ResponseWriter, r *http.Request) {
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	// The upload goes to a file first: raft's restore must not start on
-	// a stream that might end early or be damaged.
-	f, err := os.CreateTemp(s.cfg.DataDir, "restore-*.backup")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer os.Remove(f.Name())
-	_, err = io.Copy(f, http.MaxBytesReader(w, r.Body, maxBackupUpload))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		s.writeError(w, fmt.Errorf("%w: upload: %v", ErrBadRequest, err))
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
-	defer cancel()
-	info, err := s.RestoreBackup(ctx, f.Name(), r.URL.Query().Get("force") == "true")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
-}
 
 // RestoreBackup replaces the state of this cluster, whose ready leader
 // this member must be, with the backup at path (checked whole first). A

@@ -111,6 +111,13 @@
 //     its wire error. api.go wires it: the listener, the http.Server, the
 //     console's sampler (package consolestats, fed by statsSource) and
 //     Config.APIGatewayCA.
+//   - Admin endpoint (package admin, its doc.go the design): the HTTPS
+//     routes on the admin address (status, membership, snapshots and
+//     backups, settings, state hashes, ticket keys, pprof, faults). It
+//     holds the HTTP handling only and does not import this package: it
+//     declares what it needs (admin.Member, admin.Faults), which
+//     admin_member.go implements over this member (Status, Members,
+//     addMember, RestoreBackup, SetLimits, ...) and wires (adminHandler).
 //   - Integrity: a storage fault in the namespace store, a raft log entry
 //     that fails its checksum (raftstore/checksum.go: every entry is
 //     checked on read, and the whole log before the member starts, which
@@ -333,7 +340,7 @@
 // AppendEntries in flight per follower, raftNetConfig): raft's pipeline
 // can deadlock its Shutdown. The admin endpoint is HTTPS only, with the
 // member certificate; who may call what is decided per route from the
-// verified client certificate (adminCaller): a member (session.PeerMember)
+// verified client certificate (admin.Caller): a member (session.PeerMember)
 // or an admin (Config.Admins, or Config.AdminCheck for admins from
 // elsewhere; in Dev without Admins, any dev certificate). A member may only
 // join, update or remove itself. Members call each other's admin endpoint
@@ -342,7 +349,7 @@
 // member's id or raft address is ErrMemberExists unless an admin sends
 // replace. Config.Recover runs raft.RecoverCluster before raft starts.
 //
-// # Admin HTTP (HTTPS)
+// # Admin HTTP (HTTPS; package admin serves it)
 //
 //	GET  /healthz      200 while the process runs and raft is not shut down
 //	GET  /readyz       200 when a leader is known and this member applied all it knows committed

@@ -3,8 +3,6 @@ package server
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -114,32 +112,4 @@ func (c *faultConn) Close() error {
 		c.layer.mu.Unlock()
 	})
 	return c.Conn.Close()
-}
-
-// faultRequest is the body of POST /v1/faults and the answer of both
-// methods.
-type faultRequest struct {
-	// Block lists the raft addresses this member must not exchange traffic
-	// with; it replaces the previous list, and [] heals.
-	Block []string `json:"block"`
-}
-
-// handleFaults serves POST /v1/faults (set the blocked raft addresses) and
-// GET /v1/faults (read them). It is registered only with FaultInjection.
-func (s *Server) handleFaults(w http.ResponseWriter, r *http.Request, _ adminCaller) {
-	if r.Method == http.MethodPost {
-		var req faultRequest
-		if !decodeBody(w, r, &req) {
-			return
-		}
-		for _, a := range req.Block {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				writeJSON(w, http.StatusBadRequest, apiReply{Error: fmt.Sprintf("block: %q is not host:port", a), Code: "bad_request"})
-				return
-			}
-		}
-		s.faults.setBlocked(slices.Compact(slices.Sorted(slices.Values(req.Block))))
-		s.log.Warn("fault injection: raft traffic blocked", "block", req.Block)
-	}
-	writeJSON(w, http.StatusOK, faultRequest{Block: s.faults.blockedList()})
 }

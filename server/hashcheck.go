@@ -108,11 +108,7 @@ func (h *hashChecker) get(index uint64) (namespace.StateHash, bool) {
 }
 
 // hashReply is the body of GET /v1/hash.
-type hashReply struct {
-	Member string `json:"member"`
-	Index  uint64 `json:"index"`
-	Hash   string `json:"hash"`
-}
+type hashReply = adminapi.HashReply
 
 // compare fetches the other members' hashes at index and judges.
 func (h *hashChecker) compare(ctx context.Context, index uint64, mine namespace.StateHash) {
@@ -186,36 +182,6 @@ func fetchHash(ctx context.Context, ac *adminapi.Client, addr string, index uint
 		case <-time.After(100 * time.Millisecond): // the peer has not applied index yet
 		}
 	}
-}
-
-func (s *Server) handleHash(w http.ResponseWriter, r *http.Request) {
-	index, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiReply{Error: "index: " + err.Error(), Code: "bad_request"})
-		return
-	}
-	sum, ok := s.hashes.get(index)
-	if !ok {
-		writeJSON(w, http.StatusNotFound, apiReply{Error: "no state hash at that index (not applied yet, or too old)", Code: "no_hash"})
-		return
-	}
-	writeJSON(w, http.StatusOK, hashReply{Member: s.cfg.ID, Index: index, Hash: sum.String()})
-}
-
-// handleHashCheck makes the leader propose a hash check now.
-func (s *Server) handleHashCheck(w http.ResponseWriter, r *http.Request) {
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	res, err := s.Propose(r.Context(), &namespace.Command{Op: namespace.OpHashCheck})
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiReply{OK: true, Index: res.Index})
 }
 
 // hashCheckLoop proposes OpHashCheck every HashCheckInterval while this

@@ -4,82 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/server/adminapi"
 )
 
-// The membership endpoints of `latch member`: list, add (as a voter or a
-// learner), promote. Removal is POST /v1/remove (RemoveMember).
+// The membership changes behind `latch member` (package admin serves the
+// routes): add as a learner, promote. Adding a voter is AddMember, removal
+// RemoveMember (membership.go).
 
 // ErrNotLearner is the answer to promoting a member that is not a learner
 // in the raft configuration.
 var ErrNotLearner = errors.New("latch: not a learner")
-
-func (s *Server) memberRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/members", s.handleMembers)
-	mux.HandleFunc("POST /v1/members/add", s.adminOnly(s.handleMemberAdd))
-	mux.HandleFunc("POST /v1/members/promote", s.adminOnly(s.handleMemberPromote))
-}
-
-func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
-	ms, err := s.Members()
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, adminapi.MembersReply{Members: ms, Warning: adminapi.VoterWarning(ms)})
-}
-
-func (s *Server) handleMemberAdd(w http.ResponseWriter, r *http.Request) {
-	var req adminapi.AddMemberRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	var err error
-	if req.Learner {
-		err = s.AddLearner(r.Context(), req.ID, req.RaftAddr)
-	} else {
-		err = s.addMember(r.Context(), joinRequest{ID: req.ID, RaftAddr: req.RaftAddr}, adminCaller{admin: true})
-	}
-	s.writeMembers(w, err)
-}
-
-func (s *Server) handleMemberPromote(w http.ResponseWriter, r *http.Request) {
-	var req adminapi.MemberRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	s.writeMembers(w, s.Promote(r.Context(), req.ID))
-}
-
-// writeMembers answers a membership change with the new configuration and
-// its warning.
-func (s *Server) writeMembers(w http.ResponseWriter, err error) {
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	ms, err := s.Members()
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	reply := adminapi.MembersReply{Members: ms, Warning: adminapi.VoterWarning(ms)}
-	if reply.Warning != "" {
-		s.log.Warn("membership changed", "warning", reply.Warning)
-	}
-	writeJSON(w, http.StatusOK, reply)
-}
 
 // AddLearner adds id at raftAddr as a non-voter (a learner): it receives
 // the log but does not vote or count for commits until Promote. Leader

@@ -20,25 +20,7 @@ import (
 type MemberStatus = adminapi.MemberStatus
 
 // joinRequest is the body of POST /v1/join.
-type joinRequest struct {
-	ID         string `json:"id"`
-	RaftAddr   string `json:"raft_addr"`
-	ClientAddr string `json:"client_addr"`
-	HTTPAddr   string `json:"http_addr"`
-	APIAddr    string `json:"api_addr,omitempty"`
-	// UpdateOnly refreshes the addresses of a current member and never adds
-	// a new one: a member removed by an operator must not re-add itself.
-	UpdateOnly bool `json:"update_only,omitempty"`
-	// Replace lets an admin take the id or raft address of a live member:
-	// that member is removed first. Without it such a join is refused
-	// (session.ErrMemberExists).
-	Replace bool `json:"replace,omitempty"`
-}
-
-// removeRequest is the body of POST /v1/remove.
-type removeRequest struct {
-	ID string `json:"id"`
-}
+type joinRequest = adminapi.JoinRequest
 
 // memberState is the membership loop's view.
 type memberState struct {
@@ -170,7 +152,7 @@ func (s *Server) leaderOnly(ctx context.Context) error {
 // admin addresses, acting as an admin. Leader only; idempotent. An id or
 // raft address of another live member is ErrMemberExists unless replace.
 func (s *Server) AddMember(ctx context.Context, id, raftAddr, clientAddr, httpAddr string, replace bool) error {
-	return s.addMember(ctx, joinRequest{ID: id, RaftAddr: raftAddr, ClientAddr: clientAddr, HTTPAddr: httpAddr, Replace: replace}, adminCaller{admin: true})
+	return s.addMember(ctx, joinRequest{ID: id, RaftAddr: raftAddr, ClientAddr: clientAddr, HTTPAddr: httpAddr, Replace: replace}, adminCaller{Admin: true})
 }
 
 func (s *Server) addMember(ctx context.Context, req joinRequest, by adminCaller) error {
@@ -182,7 +164,7 @@ func (s *Server) addMember(ctx context.Context, req joinRequest, by adminCaller)
 	if err := checkDialable(req.RaftAddr); err != nil {
 		return fmt.Errorf("%w: raft_addr: %v", ErrBadRequest, err)
 	}
-	if err := by.mayChange(req.ID, req.Replace); err != nil {
+	if err := by.MayChange(req.ID, req.Replace); err != nil {
 		return err
 	}
 	if err := s.leaderOnly(ctx); err != nil {
@@ -249,11 +231,11 @@ func (s *Server) recordMember(ctx context.Context, want namespace.Member) error 
 // RemoveMember removes id from the raft configuration and forgets its
 // metadata. Leader only. Removing the leader itself makes it step down.
 func (s *Server) RemoveMember(ctx context.Context, id string) error {
-	return s.removeMember(ctx, id, adminCaller{admin: true})
+	return s.removeMember(ctx, id, adminCaller{Admin: true})
 }
 
 func (s *Server) removeMember(ctx context.Context, id string, by adminCaller) error {
-	if err := by.mayChange(id, false); err != nil {
+	if err := by.MayChange(id, false); err != nil {
 		return err
 	}
 	s.membershipMu.Lock()

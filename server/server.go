@@ -47,7 +47,6 @@ type Server struct {
 	ticketKey [32]byte       // seals this member's TLS session tickets (ticketkeys.go)
 	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
-	snapLimit snapLimiter
 	front     *front    // the client listener, dispatch, watches, leases (quic.go)
 	api       *apiFront // the HTTP/JSON API and console (api.go); nil without APIAddr
 	fsm       *fsm
@@ -294,7 +293,7 @@ func (s *Server) Start() error {
 	r.RegisterObserver(s.observer)
 
 	s.httpSrv = &http.Server{
-		Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		// TLS handshake failures (scanners, clients of another CA) at debug.
 		ErrorLog: slog.NewLogLogger(s.log.With("component", "admin-http").Handler(), slog.LevelDebug),
 	}

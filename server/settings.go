@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/namespace/store"
@@ -63,50 +61,4 @@ func noteLimits(s *store.Store, own namespace.Limits, log interface{ Warn(string
 		log.Warn("this member's limit flags differ from the replicated cluster settings and are ignored; change the settings with PUT /v1/limits",
 			"revision", rev, "cluster", fmt.Sprintf("%+v", in), "flags", fmt.Sprintf("%+v", own))
 	}
-}
-
-// limitsReply is the body of GET and PUT /v1/limits.
-type limitsReply struct {
-	Revision uint64           `json:"revision"` // 0: never set through the log
-	Limits   namespace.Limits `json:"limits"`
-}
-
-func (s *Server) handleGetLimits(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, limitsReply{Revision: s.store.LimitsRevision(), Limits: s.store.Limits()})
-}
-
-// handlePutLimits changes the settings named in the body's "limits" and
-// keeps the others. With "revision" the change applies only if the
-// settings are still that revision.
-func (s *Server) handlePutLimits(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Revision *uint64         `json:"revision"`
-		Limits   json.RawMessage `json:"limits"`
-	}
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	if s.redirectToLeader(w, r) {
-		return
-	}
-	if err := s.waitReady(r.Context()); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	rev, l := s.store.LimitsRevision(), s.store.Limits()
-	if req.Revision != nil {
-		rev = *req.Revision
-	}
-	if len(req.Limits) > 0 {
-		if err := json.Unmarshal(req.Limits, &l); err != nil {
-			writeJSON(w, http.StatusBadRequest, apiReply{Error: "bad limits: " + err.Error(), Code: "bad_request"})
-			return
-		}
-	}
-	index, err := s.SetLimits(r.Context(), l, int64(rev))
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, limitsReply{Revision: index, Limits: l})
 }

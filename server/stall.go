@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -43,22 +42,4 @@ func (s *Server) stallLoop() {
 			}
 		}
 	}
-}
-
-// storageFaultRequest is the body of POST /v1/faults/storage.
-type storageFaultRequest struct {
-	// Stall holds every raft log write until a request with false.
-	Stall bool `json:"stall"`
-}
-
-// handleStorageFault serves POST /v1/faults/storage; registered only with
-// FaultInjection.
-func (s *Server) handleStorageFault(w http.ResponseWriter, r *http.Request, _ adminCaller) {
-	var req storageFaultRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	s.raftStore.HoldWrites(req.Stall)
-	s.log.Warn("fault injection: raft log writes", "stalled", req.Stall)
-	writeJSON(w, http.StatusOK, req)
 }

@@ -4,15 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/latch-io/latch/session"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 // Session ticket keys shared by the members. Every member seals the TLS
@@ -46,20 +43,7 @@ func newTicketKey() [32]byte {
 	return k
 }
 
-type ticketKeyAnswer struct {
-	Key string `json:"key"` // base64
-}
-
-// handleTicketKey answers this member's ticket key to another member.
-func (s *Server) handleTicketKey(w http.ResponseWriter, r *http.Request, c adminCaller) {
-	if c.member == "" {
-		s.writeError(w, fmt.Errorf("%w: only a member may ask for a ticket key; %s is not one", session.ErrAdminDenied, c))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(ticketKeyAnswer{Key: base64.StdEncoding.EncodeToString(s.ticketKey[:])})
-}
+type ticketKeyAnswer = adminapi.TicketKey
 
 // shareTicketKeys keeps the client listener's ticket keys: this member's
 // first (it seals), then every other member's it could fetch.
