@@ -3,7 +3,7 @@ package server
 // This member as the HTTP API sees it (httpapi.Member): the QUIC front's
 // handlers, its lock acquisition engine and lease table, its watch hub,
 // its store and its view of the cluster. Every error leaves as the wire
-// error the QUIC front would send (wireError, lockWireError).
+// error the QUIC front would send (wireError, locksvc.WireError).
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/server/httpapi"
+	"github.com/latch-io/latch/server/locksvc"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -47,11 +48,11 @@ func (c apiConn) Call(ctx context.Context, req *session.Request) (*session.Respo
 
 // Acquire runs the lock service's acquisition engine for a long poll.
 func (m apiMember) Acquire(ctx context.Context, r httpapi.LockRequest) (httpapi.LockOutcome, error) {
-	o, err := m.f.locks.acquire(&lockAcquire{
-		path: r.Path, mode: r.Mode, session: r.Session, identity: r.Identity, data: r.Data,
-		holdTTL: r.HoldTTL, lockDelay: r.LockDelay, try: r.Try, wait: r.Wait,
+	o, err := m.f.locks.Acquire(&locksvc.Acquire{
+		Path: r.Path, Mode: r.Mode, Session: r.Session, Identity: r.Identity, Data: r.Data,
+		HoldTTL: r.HoldTTL, LockDelay: r.LockDelay, Try: r.Try, Wait: r.Wait,
 	}, pollCaller{ctx})
-	out := httpapi.LockOutcome{Node: o.node, Rev: o.rev, Granted: o.granted, Token: o.token, Ended: o.ended}
+	out := httpapi.LockOutcome{Node: o.Node, Rev: o.Rev, Granted: o.Granted, Token: o.Token, Ended: o.Ended}
 	if err != nil {
 		return out, wireError(err)
 	}
@@ -64,11 +65,11 @@ func (m apiMember) Acquire(ctx context.Context, r httpapi.LockRequest) (httpapi.
 // held lock is followed by no connection: none lives to be told.
 type pollCaller struct{ ctx context.Context }
 
-func (k pollCaller) queued(string, uint64) error { return nil }
-func (k pollCaller) follow(string)               {}
-func (k pollCaller) granted(lockOutcome) error   { return nil }
-func (k pollCaller) done() <-chan struct{}       { return k.ctx.Done() }
-func (k pollCaller) gaveUp() bool                { return true }
+func (k pollCaller) Queued(string, uint64) error   { return nil }
+func (k pollCaller) Follow(string)                 {}
+func (k pollCaller) Granted(locksvc.Outcome) error { return nil }
+func (k pollCaller) Done() <-chan struct{}         { return k.ctx.Done() }
+func (k pollCaller) GaveUp() bool                  { return true }
 
 func (m apiMember) Renew(id uint64) (time.Duration, bool) { return m.f.keep.Renew(id) }
 func (m apiMember) ExpiresIn(id uint64) time.Duration     { return m.f.keep.ExpiresIn(id) }
@@ -108,14 +109,14 @@ func (m apiMember) Readable(identity string, events []session.WatchEvent) []sess
 
 func (m apiMember) Get(path string) ([]byte, namespace.Stat, error) {
 	data, st, err := m.s.store.Get(path)
-	return data, st, lockWireError(err)
+	return data, st, locksvc.WireError(err)
 }
 
 func (m apiMember) Session(id uint64) (namespace.SessionInfo, error) { return m.s.store.Session(id) }
 
 func (m apiMember) Lock(node string) (namespace.LockInfo, error) {
 	info, err := m.s.store.Lock(node)
-	return info, lockWireError(err)
+	return info, locksvc.WireError(err)
 }
 
 func (m apiMember) LockQueue(path string) ([]namespace.LockInfo, error) {

@@ -39,7 +39,7 @@ func (f *front) register() {
 
 	f.handleStream(session.MsgWatch, f.serveWatch)
 
-	f.registerLocks()       // lock.go: MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
+	f.registerLocks()       // lock_member.go (package locksvc): MsgLock, MsgLockRelease, MsgLockRenew, MsgCheckSequencer, MsgLockQueue
 	f.registerLockHistory() // lockhistory.go: MsgLockHistory
 	f.registerACL()         // acl.go: MsgACL, MsgACLSet, MsgACLRemove
 	f.registerCache()       // cache.go: MsgCache and the cache observer

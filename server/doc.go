@@ -80,14 +80,14 @@
 //     collectors); raft's go-metrics reach it through one process-wide sink
 //     registered once. Member series carry a "member" label.
 //   - Raft's hclog output is routed into the configured slog.Logger.
-//   - Locks (lock.go; lock_acquire.go the one acquisition engine,
-//     request or re-attach, wait, withdraw and outcome, that every front
-//     drives through a lockCaller saying how its caller learns of the
-//     grant and how it goes away; lock_stream.go the MsgLock stream's
-//     caller, lock_requests.go the unary calls, lock_notices.go the held
-//     locks followed and their notices stream, lock_timers.go the
-//     leader's ticks): a new request comes as
-//     MsgLockCall on the mux stream, answered granted or queued at once; a
+//   - Locks (package locksvc, its doc.go the design: the one acquisition
+//     engine, request or re-attach, wait, withdraw and outcome, that every
+//     front drives through a locksvc.Caller saying how its caller learns
+//     of the grant and how it goes away; the unary calls, the held locks
+//     followed and their notices stream, the leader's ticks; it declares
+//     what it needs of the member, which lock_member.go implements and
+//     wires; lock_stream.go is the MsgLock stream's caller): a new request
+//     comes as MsgLockCall on the mux stream, answered granted or queued at once; a
 //     queued one is waited for on a MsgLock stream, woken only by its
 //     own grant (waiters keyed by request node, fed by the apply
 //     observer). The stream ends at the grant; a held lock's loss is told
@@ -106,7 +106,7 @@
 //     package: it declares what it needs (httpapi.Member), which
 //     api_member.go implements over this member's parts: unary requests
 //     run through front.call, the QUIC front's handlers; acquire through
-//     the lock service's acquisition engine (lock_acquire.go, with a
+//     the lock service's acquisition engine (package locksvc, with a
 //     pollCaller); watches through the watch hub (package watch); every error leaves as
 //     its wire error. api.go wires it: the listener, the http.Server, the
 //     console's sampler (package consolestats, fed by statsSource) and

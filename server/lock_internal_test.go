@@ -12,61 +12,9 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/namespace/store"
+	"github.com/latch-io/latch/server/locksvc"
 	"github.com/latch-io/latch/session"
 )
-
-// A grant wakes the waiter of the request granted and no other; a removal
-// tells the waiter why.
-func TestLockObserverWakesOnlyGrantedWaiter(t *testing.T) {
-	l := &lockService{waiters: map[string]map[*lockWaiter]struct{}{}, wake: make(chan struct{}, 1)}
-	var ws []*lockWaiter
-	for i := range 50 {
-		ws = append(ws, l.register(fmt.Sprintf("/l/lock-x-%010d", i)))
-	}
-	l.Applied([]*namespace.Result{{
-		Index:  60,
-		Grants: []namespace.Grant{{Node: ws[7].node, Path: "/l", Session: 1, Token: 60}},
-		Events: []namespace.Event{
-			{Type: namespace.EventDeleted, Path: ws[3].node, Rev: 60},
-			{Type: namespace.EventLockGranted, Path: ws[7].node, Rev: 60},
-		},
-	}})
-	for i, w := range ws {
-		woken := len(w.notify) == 1
-		granted, token, gone := w.state()
-		switch i {
-		case 7:
-			if !woken || !granted || token != 60 || gone != "" {
-				t.Fatalf("granted waiter: woken %v granted %v token %d gone %q", woken, granted, token, gone)
-			}
-		case 3:
-			if !woken || granted || gone != goneDeleted {
-				t.Fatalf("removed waiter: woken %v granted %v gone %q", woken, granted, gone)
-			}
-		default:
-			if woken || granted || gone != "" {
-				t.Fatalf("waiter %d woken by another's grant", i)
-			}
-		}
-	}
-	if len(l.wake) != 1 {
-		t.Fatal("a grant did not wake the tick loop")
-	}
-	// A held lock lost: the precise reason replaces "deleted".
-	l.Applied([]*namespace.Result{{Index: 61, Events: []namespace.Event{
-		{Type: namespace.EventDeleted, Path: ws[7].node, Rev: 61},
-		{Type: namespace.EventLockLost, Path: ws[7].node, Rev: 61},
-	}}})
-	if _, _, gone := ws[7].state(); gone != goneLost {
-		t.Fatalf("lost lock reported as %q", gone)
-	}
-	for _, w := range ws {
-		l.unregister(w)
-	}
-	if n := l.waiterCount(); n != 0 {
-		t.Fatalf("%d waiters left", n)
-	}
-}
 
 // An entry that does not decode is applied as a no-op, which may grant
 // locks left over from a full batch: observers see those grants and
@@ -300,7 +248,7 @@ func TestLockProtocol(t *testing.T) {
 	if _, err := held.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("held lock's stream after the grant: %v, want its end", err)
 	}
-	if n := s.front.locks.heldCount(); n != 1 {
+	if n := s.front.locks.HeldCount(); n != 1 {
 		t.Fatalf("%d held locks followed", n)
 	}
 	// a holds /q too and deletes its node before its notices stream opens.
@@ -316,7 +264,7 @@ func TestLockProtocol(t *testing.T) {
 	}
 	// /q's deletion before the stream opened waited for it; /p's release
 	// by a itself was no news to a and left no notice before it.
-	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != qg.Node || n.Message != goneLost {
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != qg.Node || n.Message != locksvc.GoneLost {
 		t.Fatalf("queued notice: %+v %v (released /p is %s)", n, err, pg.Node)
 	}
 	sq := &session.Sequencer{Path: "/l", Token: g.Token, Session: a.id}
@@ -358,7 +306,7 @@ func TestLockProtocol(t *testing.T) {
 	}
 	a.rt(ctx, &session.Request{Type: session.MsgLockRelease, Node: g.Node})
 	a.rt(ctx, &session.Request{Type: session.MsgDelete, Path: rg.Node, Version: namespace.AnyVersion})
-	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != rg.Node || n.Message != goneLost {
+	if n, err := notes.Next(); err != nil || n.Lock != session.LockGone || n.Node != rg.Node || n.Message != locksvc.GoneLost {
 		t.Fatalf("holder's next notice after its own release of %s: %+v %v", g.Node, n, err)
 	}
 	// One notices stream per connection.
@@ -381,7 +329,7 @@ func TestLockProtocol(t *testing.T) {
 	}
 	a.conn.Close()
 	waitCond(t, "a's stream to end", func() error {
-		if n := s.front.locks.waiterCount(); n != 0 { // b holds: no stream
+		if n := s.front.locks.WaiterCount(); n != 0 { // b holds: no stream
 			return fmt.Errorf("%d lock streams", n)
 		}
 		return nil
@@ -416,10 +364,10 @@ func TestLockProtocol(t *testing.T) {
 		t.Fatalf("b's notice: %+v %v", n, err)
 	}
 	waitCond(t, "nothing followed or waiting", func() error {
-		if n := s.front.locks.heldCount(); n != 0 {
+		if n := s.front.locks.HeldCount(); n != 0 {
 			return fmt.Errorf("%d held locks followed", n)
 		}
-		if n := s.front.locks.waiterCount(); n != 0 {
+		if n := s.front.locks.WaiterCount(); n != 0 {
 			return fmt.Errorf("%d lock streams registered", n)
 		}
 		return nil
@@ -473,7 +421,7 @@ func TestLockCall(t *testing.T) {
 	if again, err := call(a, session.Request{Path: "/l", RequestID: "a-1"}); err != nil || again.Lock != session.LockGranted || again.Node != g.Node || again.Token != g.Token {
 		t.Fatalf("the same call again: %+v %v, want the same grant", again, err)
 	}
-	if n, w := s.front.locks.heldCount(), s.front.locks.waiterCount(); n != 1 || w != 0 {
+	if n, w := s.front.locks.HeldCount(), s.front.locks.WaiterCount(); n != 1 || w != 0 {
 		t.Fatalf("%d held locks followed, %d waiters", n, w)
 	}
 
@@ -504,13 +452,13 @@ func TestLockCall(t *testing.T) {
 	c := &clientConn{f: s.front}
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
-	if _, err := s.front.locks.call(cctx, c, &session.Request{Type: session.MsgLockCall, Path: "/m", Session: a.id}); !errors.Is(err, context.Canceled) {
+	if _, err := s.front.locks.Call(cctx, c, &session.Request{Type: session.MsgLockCall, Path: "/m", Session: a.id}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
 	}
 	if got := queue("/m"); len(got) != 0 {
 		t.Fatalf("a cancelled call left %+v", got)
 	}
-	if n := s.front.locks.heldCount(); n != 1 { // b's
+	if n := s.front.locks.HeldCount(); n != 1 { // b's
 		t.Fatalf("%d held locks followed", n)
 	}
 }

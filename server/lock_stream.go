@@ -1,9 +1,9 @@
 package server
 
-// The MsgLock stream: the QUIC front's adapter to the acquisition engine
-// (lock_acquire.go). Progress goes out as frames on the stream, and a
+// The MsgLock stream: the QUIC front's adapter to the lock service's
+// acquisition engine (package locksvc, acquire.go). Progress goes out as frames on the stream, and a
 // stream the client reset while its connection lives is a client that
-// gave up (lock.go has the whole design).
+// gave up (locksvc/doc.go has the whole design).
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/latch-io/latch/server/locksvc"
 	"github.com/latch-io/latch/session"
 )
 
@@ -30,17 +31,17 @@ type streamCaller struct {
 	ctx context.Context // the handler's: the stream's, ended with the member too
 	c   *clientConn
 	str *quic.Stream
-	l   *lockService
+	l   *locksvc.Service
 }
 
-func (k *streamCaller) queued(node string, rev uint64) error {
+func (k *streamCaller) Queued(node string, rev uint64) error {
 	return session.WriteResponse(k.str, &session.Response{Lock: session.LockQueued, Node: node, Rev: rev})
 }
 
-func (k *streamCaller) follow(node string) { k.l.follow(k.c, node) }
+func (k *streamCaller) Follow(node string) { k.l.Follow(k.c, node) }
 
-func (k *streamCaller) granted(o lockOutcome) error {
-	if err := session.WriteResponse(k.str, &session.Response{Lock: session.LockGranted, Node: o.node, Token: o.token, Rev: o.rev}); err != nil {
+func (k *streamCaller) Granted(o locksvc.Outcome) error {
+	if err := session.WriteResponse(k.str, &session.Response{Lock: session.LockGranted, Node: o.Node, Token: o.Token, Rev: o.Rev}); err != nil {
 		return err
 	}
 	// The stream ends with the grant, its FIN in the grant's packet (the
@@ -49,12 +50,12 @@ func (k *streamCaller) granted(o lockOutcome) error {
 	return nil
 }
 
-func (k *streamCaller) done() <-chan struct{} { return k.ctx.Done() }
-func (k *streamCaller) gaveUp() bool          { return clientReset(k.c, k.str) }
+func (k *streamCaller) Done() <-chan struct{} { return k.ctx.Done() }
+func (k *streamCaller) GaveUp() bool          { return clientReset(k.c, k.str) }
 
 // serveLock runs one MsgLock stream: request (or re-attach), wait, grant;
-// the member then follows the held lock for c (lock_notices.go).
-func (l *lockService) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
-	_, err := l.acquire(acquisition(c, req), &streamCaller{ctx: ctx, c: c, str: str, l: l})
+// the member then follows the held lock for c (locksvc/notices.go).
+func (f *front) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+	_, err := f.locks.Acquire(locksvc.Acquisition(c, req), &streamCaller{ctx: ctx, c: c, str: str, l: f.locks})
 	return err
 }

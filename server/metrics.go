@@ -202,7 +202,7 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	}
 	gauge(descStreams, float64(len(f.streams)))
 	gauge(descWatchBacklog, float64(queued))
-	gauge(descHeldLocks, float64(f.locks.heldCount()))
+	gauge(descHeldLocks, float64(f.locks.HeldCount()))
 	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
 	ch <- prometheus.MustNewConstMetric(descResumeFailures, prometheus.CounterValue, float64(f.resumes.failures.Load()), id)
 	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedConn.Load()), id, "connection")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/locksvc"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -93,11 +94,12 @@ type front struct {
 	strm  map[session.MsgType]streamHandler
 	// observers are further observers of applied batches (observe).
 	observers []ApplyObserver
-	locks     *lockService // lock.go
 	cache     *cacheTable  // cache.go
 	reads     readCounts   // staleread.go
 	workers   *callWorkers // run the mux streams' calls (workers.go)
 	adm       *admission   // admission.go: who may start a handshake
+
+	locks *locksvc.Service // the lock service (lock_member.go wires it)
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
@@ -197,7 +199,7 @@ func (s *Server) startFront() {
 	s.goFunc(func() {
 		s.followLeadership(s.stop, func(_ <-chan struct{}, sub <-chan bool) bool { return f.keep.Lead(s.ctx, sub) })
 	})
-	s.goFunc(func() { f.locks.runTimers(s.stop) })
+	s.goFunc(func() { f.locks.RunTimers(s.stop) })
 }
 
 // dropClients closes every client connection with code (ConnShutdown,
@@ -272,7 +274,7 @@ func (f *front) acceptLoop() {
 		f.mu.Unlock()
 		f.s.goFunc(func() {
 			defer func() {
-				f.locks.connClosed(c)
+				f.locks.ConnClosed(c)
 				f.mu.Lock()
 				delete(f.conns, c)
 				f.mu.Unlock()

@@ -1,7 +1,7 @@
 package httpapi
 
 // API routes for locks and elections. Acquire is the lock service's one
-// acquisition engine (server/lock_acquire.go, through Locks) as a long
+// acquisition engine (package server/locksvc, through Locks) as a long
 // poll: the answer comes when the request is granted, or the wait ends
 // (wait_timeout_ms; the request is withdrawn and acquired is false), or
 // the client goes away (withdrawn). A granted lock stays held by its session after the

@@ -1,14 +1,13 @@
-package server
+package locksvc
 
 // The held locks a member follows for the connections they were granted
 // to, and the MsgLockNotices stream that tells a connection when one went
-// away (lock.go has the whole design).
+// away (doc.go has the whole design).
 
 import (
 	"context"
 	"fmt"
-
-	"github.com/quic-go/quic-go"
+	"io"
 
 	"github.com/latch-io/latch/session"
 )
@@ -26,9 +25,9 @@ type connLocks struct {
 	streaming bool          // a MsgLockNotices stream is open
 }
 
-// follow makes c the connection told when node goes away (a re-attach
+// Follow makes c the connection told when node goes away (a re-attach
 // from another connection moves it).
-func (l *lockService) follow(c *clientConn, node string) {
+func (l *Service) Follow(c Conn, node string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old := l.held[node]; old != nil {
@@ -40,7 +39,7 @@ func (l *lockService) follow(c *clientConn, node string) {
 }
 
 // connState returns c's lock state, made on first use. l.mu is held.
-func (l *lockService) connState(c *clientConn) *connLocks {
+func (l *Service) connState(c Conn) *connLocks {
 	cl := l.conns[c]
 	if cl == nil {
 		cl = &connLocks{nodes: map[string]struct{}{}, releasing: map[string]int{}, wake: make(chan struct{}, 1)}
@@ -49,9 +48,9 @@ func (l *lockService) connState(c *clientConn) *connLocks {
 	return cl
 }
 
-// connClosed forgets what c followed: its client re-attaches to its
+// ConnClosed forgets what c followed: its client re-attaches to its
 // held locks on its next connection.
-func (l *lockService) connClosed(c *clientConn) {
+func (l *Service) ConnClosed(c Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cl := l.conns[c]
@@ -68,14 +67,14 @@ func (l *lockService) connClosed(c *clientConn) {
 
 // gone queues the notice that node went away for the connection that
 // follows it, unless that connection released it itself. l.mu is held.
-func (l *lockService) gone(node, why string) {
+func (l *Service) gone(node, why string) {
 	cl := l.held[node]
 	if cl == nil {
 		return
 	}
 	delete(l.held, node)
 	delete(cl.nodes, node)
-	if why == goneReleased && cl.releasing[node] > 0 {
+	if why == GoneReleased && cl.releasing[node] > 0 {
 		return
 	}
 	cl.pending = append(cl.pending, session.Response{Lock: session.LockGone, Node: node, Message: why})
@@ -88,7 +87,7 @@ func (l *lockService) gone(node, why string) {
 // releaseBy marks node as being released by c's own request until the
 // returned func runs: its release is then not noticed to c. A connection
 // that follows no lock has nothing to mark.
-func (l *lockService) releaseBy(c *clientConn, node string) (done func()) {
+func (l *Service) releaseBy(c Conn, node string) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cl := l.conns[c]
@@ -105,16 +104,16 @@ func (l *lockService) releaseBy(c *clientConn, node string) (done func()) {
 	}
 }
 
-// heldCount is the number of held locks followed (metrics, tests).
-func (l *lockService) heldCount() int {
+// HeldCount is the number of held locks followed (metrics, tests).
+func (l *Service) HeldCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.held)
 }
 
-// serveNotices runs a connection's MsgLockNotices stream: it sends the
+// ServeNotices runs a connection's MsgLockNotices stream: it sends the
 // notices of the held locks that went away, as they come.
-func (l *lockService) serveNotices(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
+func (l *Service) ServeNotices(ctx context.Context, c Conn, str io.Writer) error {
 	l.mu.Lock()
 	cl := l.connState(c)
 	if cl.streaming {
@@ -154,7 +153,7 @@ func (l *lockService) serveNotices(ctx context.Context, c *clientConn, str *quic
 
 // Reasons a request went away, as the ErrNotHeld frame tells them.
 const (
-	goneDeleted  = "its node was deleted"
-	goneReleased = "released"
-	goneLost     = "lost (session expired, hold TTL passed or node deleted)"
+	GoneDeleted  = "its node was deleted"
+	GoneReleased = "released"
+	GoneLost     = "lost (session expired, hold TTL passed or node deleted)"
 )
