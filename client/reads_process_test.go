@@ -89,11 +89,11 @@ func TestStaleAnswerCheckerCatchesBadAnswers(t *testing.T) {
 	}
 }
 
-// dialReads dials a client of c whose Stale reads go to readEps; edit
+// dialReads dials a client of the cluster of certs whose Stale reads go to readEps; edit
 // adjusts the config first (nil: none).
-func dialReads(t *testing.T, c *proc.Cluster, endpoints, readEps []string, edit func(*Config)) *Client {
+func dialReads(t *testing.T, certs session.DevCerts, endpoints, readEps []string, edit func(*Config)) *Client {
 	t.Helper()
-	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	tlsConf, err := session.ClientTLS(certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +225,8 @@ func TestLearnerReadsProcess(t *testing.T) {
 	)
 	for _, l := range learners {
 		conns = append(conns, memberConn(t, c, l.ClientAddr))
-		readers = append(readers, dialReads(t, c, c.ClientAddrs(), []string{l.ClientAddr}, nil))
-		idle = append(idle, dialReads(t, c, c.ClientAddrs(), []string{l.ClientAddr}, nil))
+		readers = append(readers, dialReads(t, c.Certs, c.ClientAddrs(), []string{l.ClientAddr}, nil))
+		idle = append(idle, dialReads(t, c.Certs, c.ClientAddrs(), []string{l.ClientAddr}, nil))
 	}
 	if _, err := writer.Create(ctx, "/lr", []byte("0")); err != nil {
 		t.Fatal(err)
@@ -402,8 +402,8 @@ func TestPartitionedFollowerReadsProcess(t *testing.T) {
 	others := []int{leader, (leader + 2) % 3}
 	writer := dialProcCluster(t, c, 5*time.Second)
 	fconn := memberConn(t, c, c.Nodes[f].ClientAddr)
-	seer := dialReads(t, c, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
-	fresh := dialReads(t, c, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
+	seer := dialReads(t, c.Certs, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
+	fresh := dialReads(t, c.Certs, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
 
 	var writes []ackedWrite
 	set := func(v string) {
