@@ -44,6 +44,9 @@ type clusterOptions struct {
 	inMemory bool
 	// api serves the HTTP API on a free port (Server.APIAddr).
 	api bool
+	// clock, when set, is the servers' time, which the test moves
+	// (servertest.Options.Clock).
+	clock *session.ManualClock
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -73,6 +76,7 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 			}
 		},
 		InMemory: o.inMemory,
+		Clock:    o.clock,
 	})
 	var err error
 	tc.tls, err = session.ClientTLS(tc.Certs().CA, "", "")
