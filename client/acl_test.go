@@ -2,8 +2,11 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/latch-io/latch/session"
 )
 
 // TestAdminDeleteIsAnExpiry: an admin may delete another session's lock,
@@ -12,7 +15,8 @@ import (
 // that is not an admin may not (TestACLAttacksRefused has the attacks).
 func TestAdminDeleteIsAnExpiry(t *testing.T) {
 	const delay = 700 * time.Millisecond
-	tc := startCluster(t, 1, clusterOptions{admins: []string{""}, lockDelay: delay})
+	clock := session.NewManualClock(time.Now()) // the lock-delay is not waited out
+	tc := startCluster(t, 1, clusterOptions{admins: []string{""}, lockDelay: delay, inMemory: true, clock: clock})
 	holder, admin := tc.dial(5*time.Second), tc.dial(5*time.Second)
 	ctx := testCtx(t)
 	waitEnforced(t, admin)
@@ -25,7 +29,6 @@ func TestAdminDeleteIsAnExpiry(t *testing.T) {
 	waiter := NewMutex(admin.Session(), "/a/job")
 	wl := lockAsync(ctx, waiter.Lock)
 	waitQueue(t, admin, "/a/job", "waiter queued", queueShape(true, false))
-	start := time.Now()
 	if err := admin.Delete(ctx, node); err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +36,24 @@ func TestAdminDeleteIsAnExpiry(t *testing.T) {
 	if !errors.Is(m.Err(), ErrLockLost) {
 		t.Fatalf("Err = %v, want ErrLockLost", m.Err())
 	}
+	// As after an expiry, the lock stays a phantom for the lock-delay:
+	// the waiter waits while the clock stands still.
+	q := waitQueue(t, admin, "/a/job", "the deleted holder turned phantom", func(q []LockInfo) error {
+		if len(q) != 2 || !q[0].Phantom {
+			return fmt.Errorf("queue %+v", q)
+		}
+		return nil
+	})
+	notDone(t, wl, "waiter during the lock-delay")
+	// The cluster's time is the test clock's reading (it feeds both the
+	// servers' wall and monotonic clocks), which has not moved.
+	if got := time.Duration(q[0].DelayEnd - clock.Now().UnixNano()); got < delay {
+		t.Fatalf("lock-delay ends %v after the delete, want %v", got, delay)
+	}
+	clock.Advance(delay)
 	done(t, wl, "waiter after the lock-delay")
-	if waited := time.Since(start); waited < delay {
-		t.Fatalf("next waiter granted %v after the delete; lock-delay is %v", waited, delay)
+	if info := waitQueue(t, admin, "/a/job", "the waiter holds", queueShape(true))[0]; info.GrantTime < q[0].DelayEnd {
+		t.Fatalf("next waiter granted at %d, before the lock-delay ended at %d", info.GrantTime, q[0].DelayEnd)
 	}
 
 	e := NewElection(holder.Session(), "/a/elect")

@@ -39,6 +39,14 @@ type clusterOptions struct {
 	// noMux makes the servers members without the mux stream, like ones
 	// built before it.
 	noMux bool
+	// inMemory puts raft on servertest's in-memory network, which the
+	// test cuts with Partition.
+	inMemory bool
+	// api serves the HTTP API on a free port (Server.APIAddr).
+	api bool
+	// clock, when set, is the servers' time, which the test moves
+	// (servertest.Options.Clock).
+	clock *session.ManualClock
 }
 
 func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
@@ -63,7 +71,12 @@ func startCluster(t testing.TB, n int, o clusterOptions) *testCluster {
 				cfg.Limits.MaxLockRequestsPerSession = 0
 			}
 			cfg.Transport.DisableMux = o.noMux
+			if o.api {
+				cfg.APIAddr = "127.0.0.1:0"
+			}
 		},
+		InMemory: o.inMemory,
+		Clock:    o.clock,
 	})
 	var err error
 	tc.tls, err = session.ClientTLS(tc.Certs().CA, "", "")

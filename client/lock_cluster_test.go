@@ -20,12 +20,25 @@ const (
 // waits until clients can use it.
 func startLockCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
+	return startLockClusterWith(t, n, nil)
+}
+
+// startLockClusterWith is startLockCluster on clock, a clock the test
+// moves (servertest.Options.Clock: session leases, lock-delays and hold
+// TTLs follow it), with raft on servertest's in-memory network; nil is
+// the real clock and TCP.
+func startLockClusterWith(t testing.TB, n int, clock *session.ManualClock) *testCluster {
+	t.Helper()
 	tc := &testCluster{t: t}
 	tc.Cluster = servertest.StartCluster(t, n, &servertest.Options{
 		Configure: func(i int, cfg *server.Config) {
 			cfg.Limits.DefaultLockDelayMillis = testLockDelay.Milliseconds()
-			cfg.ExpiryTick = testExpiryTick
+			if clock == nil {
+				cfg.ExpiryTick = testExpiryTick
+			}
 		},
+		InMemory: clock != nil,
+		Clock:    clock,
 	})
 	var err error
 	tc.tls, err = session.ClientTLS(tc.Certs().CA, "", "")

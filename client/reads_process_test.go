@@ -89,11 +89,11 @@ func TestStaleAnswerCheckerCatchesBadAnswers(t *testing.T) {
 	}
 }
 
-// dialReads dials a client of c whose Stale reads go to readEps; edit
+// dialReads dials a client of the cluster of certs whose Stale reads go to readEps; edit
 // adjusts the config first (nil: none).
-func dialReads(t *testing.T, c *proc.Cluster, endpoints, readEps []string, edit func(*Config)) *Client {
+func dialReads(t *testing.T, certs session.DevCerts, endpoints, readEps []string, edit func(*Config)) *Client {
 	t.Helper()
-	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	tlsConf, err := session.ClientTLS(certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +114,9 @@ func dialReads(t *testing.T, c *proc.Cluster, endpoints, readEps []string, edit 
 
 // memberConn is a raw connection to one member, for Stale reads at a
 // MinRev the test chooses, answered by that member and no other.
-func memberConn(t *testing.T, c *proc.Cluster, addr string) *session.Conn {
+func memberConn(t *testing.T, certs session.DevCerts, addr string) *session.Conn {
 	t.Helper()
-	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	tlsConf, err := session.ClientTLS(certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +224,9 @@ func TestLearnerReadsProcess(t *testing.T) {
 		idle []*Client
 	)
 	for _, l := range learners {
-		conns = append(conns, memberConn(t, c, l.ClientAddr))
-		readers = append(readers, dialReads(t, c, c.ClientAddrs(), []string{l.ClientAddr}, nil))
-		idle = append(idle, dialReads(t, c, c.ClientAddrs(), []string{l.ClientAddr}, nil))
+		conns = append(conns, memberConn(t, c.Certs, l.ClientAddr))
+		readers = append(readers, dialReads(t, c.Certs, c.ClientAddrs(), []string{l.ClientAddr}, nil))
+		idle = append(idle, dialReads(t, c.Certs, c.ClientAddrs(), []string{l.ClientAddr}, nil))
 	}
 	if _, err := writer.Create(ctx, "/lr", []byte("0")); err != nil {
 		t.Fatal(err)
@@ -382,129 +382,6 @@ func TestLearnerReadsProcess(t *testing.T) {
 	})
 }
 
-// TestPartitionedFollowerReadsProcess cuts one follower's raft traffic
-// (--fault-injection) while writes go on. Its Stale answers are then old,
-// but marked: each is exactly the state at the revision it names. Asked
-// at a revision it has not applied it answers ErrBehind, so a client that
-// saw the newest write reads it (from the leader) and never older state;
-// a client that saw nothing reads old state from it, monotonically. Once
-// healed, it catches up.
-func TestPartitionedFollowerReadsProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real processes")
-	}
-	c := proc.StartCluster(t, 3, "--fault-injection")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	leader := c.WaitLeader(t)
-	f := (leader + 1) % 3
-	fid := c.Nodes[f].ID
-	others := []int{leader, (leader + 2) % 3}
-	writer := dialProcCluster(t, c, 5*time.Second)
-	fconn := memberConn(t, c, c.Nodes[f].ClientAddr)
-	seer := dialReads(t, c, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
-	fresh := dialReads(t, c, c.ClientAddrs(), []string{c.Nodes[f].ClientAddr}, nil)
-
-	var writes []ackedWrite
-	set := func(v string) {
-		t.Helper()
-		st, err := writer.Set(ctx, "/part", []byte(v))
-		if errors.Is(err, ErrUnknownOutcome) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		writes = append(writes, ackedWrite{value: v, rev: st.ModRev})
-	}
-	if _, err := writer.Create(ctx, "/part", nil); err != nil {
-		t.Fatal(err)
-	}
-	set("before")
-	before := writes[len(writes)-1]
-	proc.Eventually(t, fid+" applied the first write", func() error {
-		_, err := staleGet(ctx, fconn, "/part", before.rev)
-		return err
-	})
-
-	if err := c.Partition([]int{f}, others); err != nil {
-		t.Skipf("cannot cut raft traffic (--fault-injection): %v", err)
-	}
-	for i := range 20 {
-		set(strconv.Itoa(i))
-	}
-	last := writes[len(writes)-1]
-	if last.rev <= before.rev {
-		t.Fatal("no write was acknowledged during the partition")
-	}
-
-	// Old, but marked with the revision it was read at.
-	resp, err := staleGet(ctx, fconn, "/part", 0)
-	if err := judge(writes, 0, resp, err); err != nil {
-		t.Fatalf("%s cut off, Stale read: %v", fid, err)
-	}
-	if resp.Rev >= last.rev {
-		t.Fatalf("%s cut off answered at revision %d, the last write is at %d: the partition did not hold", fid, resp.Rev, last.rev)
-	}
-	t.Logf("%s cut off answers %q at revision %d; the last acknowledged write is %q at %d", fid, resp.Data, resp.Rev, last.value, last.rev)
-	// The HTTP API's ?stale=true is answered by the member asked, marked
-	// the same way.
-	hn := httpStaleGet(t, c, c.Nodes[f].APIAddr, "/part")
-	if err := checkStaleAnswer(writes, 0, hn.Data, hn.Stat.ModRevision, hn.Revision, nil); err != nil {
-		t.Fatalf("%s cut off, HTTP ?stale=true: %v", fid, err)
-	}
-	if hn.Revision >= last.rev {
-		t.Fatalf("%s cut off answered ?stale=true at revision %d, the last write is at %d", fid, hn.Revision, last.rev)
-	}
-	// A reader that saw the last write is refused, not served older state.
-	if _, err := staleGet(ctx, fconn, "/part", last.rev); !errors.Is(err, ErrBehind) {
-		t.Fatalf("%s cut off, Stale read at revision %d: %v, want ErrBehind", fid, last.rev, err)
-	}
-
-	// Through the client: one that saw the last write reads it or later.
-	if data, _, err := seer.Get(ctx, "/part"); err != nil || string(data) != last.value {
-		t.Fatalf("linearizable read: %q, %v; want %q", data, err, last.value)
-	}
-	for range 20 {
-		data, st, err := seer.Get(ctx, "/part", Stale())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := checkStaleAnswer(writes, last.rev, string(data), st.ModRev, seer.Revision(), nil); err != nil {
-			t.Fatalf("a client that saw revision %d read from %s's side: %v", last.rev, fid, err)
-		}
-	}
-	// One that saw nothing reads the cut-off member's old state, marked.
-	var freshReads []staleRead
-	for range 20 {
-		data, st, err := fresh.Get(ctx, "/part", Stale())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := checkStaleAnswer(writes, 0, string(data), st.ModRev, fresh.Revision(), nil); err != nil {
-			t.Fatalf("a new client reading from %s: %v", fid, err)
-		}
-		freshReads = append(freshReads, staleRead{modRev: st.ModRev, stale: true, member: fresh.ReadMember()})
-	}
-	if err := checkMonotonic(freshReads); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := c.Heal(); err != nil {
-		t.Fatal(err)
-	}
-	proc.Eventually(t, fid+" caught up after the heal", func() error {
-		resp, err := staleGet(ctx, fconn, "/part", last.rev)
-		if err != nil {
-			return err
-		}
-		if err := judge(writes, last.rev, resp, nil); err != nil {
-			t.Fatal(err)
-		}
-		return nil
-	})
-}
-
 // httpNode is the part of the HTTP API's node answer the tests judge.
 type httpNode struct {
 	Data string `json:"data"`
@@ -515,9 +392,9 @@ type httpNode struct {
 }
 
 // httpStaleGet reads path with ?stale=true from the HTTP API at addr.
-func httpStaleGet(t *testing.T, c *proc.Cluster, addr, path string) httpNode {
+func httpStaleGet(t *testing.T, certs session.DevCerts, addr, path string) httpNode {
 	t.Helper()
-	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	tlsConf, err := session.ClientTLS(certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/session"
@@ -171,6 +173,13 @@ type Config struct {
 	// runner. Never enable it in production: anyone who reaches the admin
 	// port can partition the cluster.
 	FaultInjection bool
+	// RaftLayer, when set, carries raft traffic instead of TCP: New calls
+	// it with RaftAddr, and raft's mutual TLS (and FaultInjection's layer)
+	// run over the stream layer it returns, whose Addr is this member's
+	// raft address; RaftAdvertise is not used. For in-process test
+	// clusters on an in-memory network whose partitions the test controls
+	// (servertest.Network). Nil: TCP.
+	RaftLayer func(addr string) (raft.StreamLayer, error)
 
 	// Client front (quic.go, packages lease and watch).
 

@@ -54,6 +54,10 @@ type crashDetector struct {
 	stop  <-chan struct{}
 	kick  chan struct{}
 	dead  atomic.Value // raft.ServerID of the leader seen dead, until another leads
+
+	// dial reaches a member's raft port under every other layer: plain
+	// TCP, or Config.RaftLayer's network.
+	dial func(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error)
 }
 
 // crashStagger is how long the k-th ranked survivor waits before it
@@ -125,7 +129,7 @@ func (d *crashDetector) check() {
 	if lid == "" || r.State() != raft.Follower {
 		return
 	}
-	if !portDead(string(addr)) {
+	if !portDead(d.dial, addr) {
 		return // alive (slow, stopped) or cut off: raft's timeouts decide
 	}
 	d.dead.Store(lid)
@@ -157,15 +161,15 @@ func (d *crashDetector) check() {
 	d.log.Info("campaigning at once: the leader crashed", "leader", lid)
 }
 
-// portDead reports whether nothing serves addr: the dial is refused, or
-// it connects and is reset at once. The second case is a crash seen
+// portDead reports whether nothing serves addr (dialed with dial): the
+// dial is refused, or it connects and is reset at once. The second case is a crash seen
 // mid-way: the dead process's kernel sent FIN on its connections before
 // it closed its listening socket, and the dial landed in the backlog of a
 // socket about to go. A live member's TLS layer waits for our hello
 // instead, silent until the deadline; a stopped one's kernel accepts and
 // waits too. Only refusal or reset counts.
-func portDead(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, crashDial)
+func portDead(dial func(raft.ServerAddress, time.Duration) (net.Conn, error), addr raft.ServerAddress) bool {
+	c, err := dial(addr, crashDial)
 	if err != nil {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}

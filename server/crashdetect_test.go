@@ -3,6 +3,8 @@ package server
 import (
 	"net"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // portDead is the crash detector's sure sign: a refused dial, or one
@@ -10,6 +12,7 @@ import (
 // layer waiting for its hello, a stopped process's kernel backlog) is
 // alive.
 func TestPortDead(t *testing.T) {
+	var tcp tcpLayer
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +29,7 @@ func TestPortDead(t *testing.T) {
 			defer c.Close() // held open, silent, until the listener closes
 		}
 	}()
-	if portDead(silent) {
+	if portDead(tcp.Dial, raft.ServerAddress(silent)) {
 		t.Fatal("a silent live listener counted as dead")
 	}
 
@@ -54,7 +57,7 @@ func TestPortDead(t *testing.T) {
 
 	ln.Close()
 	<-done
-	if !portDead(silent) {
+	if !portDead(tcp.Dial, raft.ServerAddress(silent)) {
 		t.Fatal("a closed port counted as alive")
 	}
 }

@@ -326,13 +326,15 @@
 // # Testing
 //
 // Package servertest starts in-process clusters (real badger, real raft
-// over mutual TLS on loopback); package proc runs real latchd processes for crash
-// tests (SIGKILL, SIGSTOP).
+// over mutual TLS on loopback, or on an in-memory network the test
+// partitions through Config.RaftLayer; optionally a clock the test
+// moves, through Config.Clock and Config.Monotonic); package proc runs
+// real latchd processes for crash tests (SIGKILL, SIGSTOP).
 //
 // # Member traffic (transport.go, auth.go)
 //
 // Raft runs on raft's NetworkTransport over a TLS stream layer (over the
-// fault layer with FaultInjection, over TCP): every connection is mutual
+// fault layer with FaultInjection, over TCP or Config.RaftLayer's layer): every connection is mutual
 // TLS 1.3 between member certificates of Config.ClusterCA
 // (session.MemberTLS), the handshake done on first use with a 10s bound,
 // so an accepted connection never stalls raft's accept loop and a

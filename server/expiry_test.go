@@ -3,7 +3,6 @@ package server_test
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,39 +12,17 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// keepAlive renews id over conn every period until the returned stop is
-// called (which waits for the goroutine to end).
-func keepAlive(t *testing.T, conn *session.Conn, id uint64, period time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			resp, err := session.RoundTrip(ctxT(t), conn, &session.Request{Type: session.MsgKeepAlive, Session: id})
-			if err == nil {
-				err = resp.Err()
-			}
-			if err != nil {
-				t.Errorf("keepalive %d: %v", id, err)
-				return
-			}
-		}
-	})
-	var once sync.Once
-	return func() { once.Do(func() { close(done); wg.Wait() }) }
-}
-
+// A session expires one TTL after its last keepalive on the leader's
+// clock, not earlier (not a TTL after its open) and not later; its
+// ephemeral goes with it, on every member; a session that kept renewing
+// lives on. Time is a clock the test moves (TTLs are not waited out); a
+// witness session shows when the reaper has looked after a move.
 func TestExpiryEndsSilentSession(t *testing.T) {
-	const ttl, tick = time.Second, 50 * time.Millisecond
-	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
-		cfg.Limits.MinSessionTTLMillis, cfg.ExpiryTick = 100, tick
-	})
+	const ttl = time.Second
+	clock := session.NewManualClock(time.Now())
+	fc := startFrontWith(t, 3, servertest.Options{InMemory: true, Clock: clock, Configure: func(_ int, cfg *server.Config) {
+		cfg.Limits.MinSessionTTLMillis = 100
+	}})
 	leader := fc.WaitLeader()
 	conn := fc.dial(leader)
 	ok(t, conn, &session.Request{Type: session.MsgCreate, Path: "/e"})
@@ -53,45 +30,50 @@ func TestExpiryEndsSilentSession(t *testing.T) {
 	alive := openSession(t, conn, ttl)
 	ok(t, conn, &session.Request{Type: session.MsgCreate, Session: silent.Session, Path: "/e/silent", Flags: namespace.FlagEphemeral})
 	ok(t, conn, &session.Request{Type: session.MsgCreate, Session: alive.Session, Path: "/e/alive", Flags: namespace.FlagEphemeral})
-	stop := keepAlive(t, conn, alive.Session, ttl/4)
-	defer stop()
 	w := watch(t, fc.dial(follower(fc, leader)), &session.Request{Path: "/e/silent", Kind: session.WatchExists, FromRev: silent.Rev})
 	expectEvents(t, w.next(1), ev{namespace.EventCreated, "/e/silent"}) // replayed
+	keepAlive := func(id uint64) {
+		t.Helper()
+		ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: id})
+	}
+	exists := func() bool {
+		t.Helper()
+		return ok(t, conn, &session.Request{Type: session.MsgExists, Path: "/e/silent"}).Exists
+	}
 
-	sent := time.Now()
-	ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: silent.Session})
-	acked := time.Now()
-	var gone time.Time
+	// The last keepalive comes half a TTL after the open: the deadline is
+	// t0+1.5s.
+	clock.Advance(ttl / 2)
+	keepAlive(silent.Session)
+	keepAlive(alive.Session)
+	witness := openSession(t, conn, 100*time.Millisecond)
+	clock.Advance(ttl - time.Millisecond)
+	sessionGone(t, fc, leader, witness.Session)
+	if !exists() {
+		t.Fatalf("expired a TTL after its open, %v after its last keepalive (TTL %v)", ttl-time.Millisecond, ttl)
+	}
+	keepAlive(alive.Session)
+
+	clock.Advance(2 * time.Millisecond) // 1ms past the deadline
 	servertest.Eventually(t, "silent session expired", func() error {
-		resp := call(t, conn, &session.Request{Type: session.MsgExists, Path: "/e/silent"})
-		if err := resp.Err(); err != nil {
-			return err
-		}
-		if resp.Exists {
+		if exists() {
 			return errors.New("its ephemeral still exists")
 		}
-		gone = time.Now()
 		return nil
 	})
-	if early := gone.Sub(sent); early < ttl {
-		t.Fatalf("expired %v after its last keepalive was sent, before its TTL %v", early, ttl)
-	}
-	// One tick late at most, plus slack for commit and polling on two
-	// busy cores.
-	if late := gone.Sub(acked); late > ttl+tick+time.Second {
-		t.Fatalf("expired %v after its last keepalive, TTL %v, tick %v", late, ttl, tick)
-	}
 	got := w.next(1)
 	expectEvents(t, got, ev{namespace.EventDeleted, "/e/silent"})
 	if got[0].Session != silent.Session {
 		t.Fatalf("deleted event names session %d, want %d", got[0].Session, silent.Session)
 	}
+	for i := range fc.N() {
+		sessionGone(t, fc, i, silent.Session)
+	}
 	fails(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: silent.Session}, session.ErrSessionExpired)
 	fails(t, fc.dial(leader), &session.Request{Type: session.MsgResumeSession, Session: silent.Session, Secret: silent.Secret}, session.ErrSessionExpired)
 	// The session that kept renewing lives on.
 	ok(t, conn, &session.Request{Type: session.MsgGet, Path: "/e/alive"})
-	stop()
-	ok(t, conn, &session.Request{Type: session.MsgKeepAlive, Session: alive.Session})
+	keepAlive(alive.Session)
 }
 
 // sessionGone polls member i until session id is gone from its namespace.
@@ -111,14 +93,11 @@ func sessionGone(t *testing.T, fc *frontCluster, i int, id uint64) {
 // clock shared by the members; the reaper looks every tick.
 func TestExpiryLeaderChangeGivesFreshTTL(t *testing.T) {
 	clock := session.NewManualClock(time.Now())
-	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
-		cfg.Clock = clock.Now
-		start := clock.Now()
-		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(start) }
-		cfg.Limits.MinSessionTTLMillis, cfg.ExpiryTick = 100, 10*time.Millisecond
+	fc := startFrontWith(t, 3, servertest.Options{InMemory: true, Clock: clock, Configure: func(_ int, cfg *server.Config) {
+		cfg.Limits.MinSessionTTLMillis = 100
 		cfg.MaxSessionsPerIdentity = 3
 		cfg.MaxAnonymousSessions = 3 // the test's clients have no certificate: counted per host
-	})
+	}})
 	old := fc.WaitLeader()
 	conn := fc.dial(old)
 	kept := openSession(t, conn, 2*time.Second) // deadline t0+2s

@@ -32,7 +32,14 @@ func wireCtx(t testing.TB) context.Context {
 
 func startFront(t testing.TB, n int, configure func(i int, cfg *server.Config)) *frontCluster {
 	t.Helper()
-	c := servertest.StartCluster(t, n, &servertest.Options{Configure: configure})
+	return startFrontWith(t, n, servertest.Options{Configure: configure})
+}
+
+// startFrontWith is startFront with every servertest option: an
+// in-memory raft network, a clock the test moves.
+func startFrontWith(t testing.TB, n int, opts servertest.Options) *frontCluster {
+	t.Helper()
+	c := servertest.StartCluster(t, n, &opts)
 	tlsConf, err := session.ClientTLS(c.Certs().CA, "", "")
 	if err != nil {
 		t.Fatal(err)

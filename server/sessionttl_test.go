@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/server"
 	"github.com/latch-io/latch/server/servertest"
 	"github.com/latch-io/latch/session"
 )
@@ -19,12 +18,7 @@ import (
 // moves the bounds for the sessions opened after it.
 func TestSessionTTLBoundsAreClusterSettings(t *testing.T) {
 	clock := session.NewManualClock(time.Now())
-	fc := startFront(t, 3, func(_ int, cfg *server.Config) {
-		cfg.Clock = clock.Now
-		start := clock.Now()
-		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(start) }
-		cfg.ExpiryTick = 10 * time.Millisecond
-	})
+	fc := startFrontWith(t, 3, servertest.Options{InMemory: true, Clock: clock})
 	leader := fc.WaitLeader()
 	conn := fc.dial(leader)
 	if l := fc.Server(leader).Store().Limits(); l.MinSessionTTLMillis != 1000 || l.MaxSessionTTLMillis != 600_000 {

@@ -22,7 +22,8 @@ import (
 // connects and stays silent holds nothing for long.
 const raftHandshakeTimeout = 10 * time.Second
 
-// Raft's stream layers, bottom up: tcpLayer (plain TCP), optionally
+// Raft's stream layers, bottom up: tcpLayer (plain TCP; or the layer
+// Config.RaftLayer gives, for in-memory test clusters), optionally
 // faultLayer (Config.FaultInjection: refuses blocked addresses), and
 // tlsLayer on top, which raft's NetworkTransport uses. Every raft
 // connection is mutual TLS 1.3 between members: each side presents its
@@ -206,30 +207,41 @@ func raftNetConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTr
 	}
 }
 
+// raftBottomLayer is the stream layer under everything else: plain TCP,
+// or Config.RaftLayer's.
+func (s *Server) raftBottomLayer() (raft.StreamLayer, error) {
+	cfg := &s.cfg
+	if cfg.RaftLayer != nil {
+		return cfg.RaftLayer(cfg.RaftAddr)
+	}
+	var advertise net.Addr
+	if cfg.RaftAdvertise != "" {
+		var err error
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+			return nil, fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
+		}
+	}
+	return newTCPLayer(cfg.RaftAddr, advertise)
+}
+
 // newRaftTransport builds raft's NetworkTransport over mutual TLS, with the
 // fault layer under it when fault injection is on.
 func (s *Server) newRaftTransport(m *session.MemberTLS) error {
 	cfg := &s.cfg
-	var advertise net.Addr
-	var err error
-	if cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			return fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
-		}
-	}
-	tcp, err := newTCPLayer(cfg.RaftAddr, advertise)
+	bottom, err := s.raftBottomLayer()
 	if err != nil {
 		if errors.Is(err, ErrBadConfig) {
 			return err
 		}
 		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	var inner raft.StreamLayer = tcp
+	inner := bottom
 	if cfg.FaultInjection {
-		s.faults = newFaultLayer(tcp)
+		s.faults = newFaultLayer(bottom)
 		inner = s.faults
 	}
 	s.crash = newCrashDetector(cfg.ID, s.log, s.stop)
+	s.crash.dial = bottom.Dial
 	tl := newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") })
 	tl.peerClosed = s.crash.peerClosed
 	s.trans = raft.NewNetworkTransportWithConfig(raftNetConfig(tl, newHCLog(s.log, "raft-net")))

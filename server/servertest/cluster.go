@@ -31,13 +31,30 @@ type Options struct {
 	// Logger receives every member's logs; nil means LATCH_TEST_LOG decides
 	// (unset: discard).
 	Logger *slog.Logger
+	// InMemory carries the members' raft traffic over a Network in memory
+	// instead of TCP on loopback (mutual TLS still runs over it), so the
+	// test can cut it: Cluster.Partition and Cluster.Heal. Badger stays on
+	// disk and clients still reach the members over QUIC on loopback.
+	InMemory bool
+	// Clock, when set, is the time of every member (Config.Clock and
+	// Config.Monotonic): session leases, lock timers and the cluster time
+	// move only when the test calls Clock.Advance, and the members look at
+	// it every FakeClockTick (Config.ExpiryTick), so a test waits for a
+	// TTL without waiting its length. Raft's own timers stay real.
+	Clock *session.ManualClock
 }
+
+// FakeClockTick is the ExpiryTick of a cluster on Options.Clock: how soon
+// after Clock.Advance the leader's reaper and lock clock look again.
+const FakeClockTick = 5 * time.Millisecond
 
 // Cluster is a set of in-process members. Its methods fail the test on error.
 type Cluster struct {
 	t     testing.TB
 	opts  Options
 	certs session.DevCerts // one PKI for every member's client listener
+	net   *Network         // with Options.InMemory; else nil
+	start time.Time        // Options.Clock's reading when the cluster started
 	mu    sync.Mutex
 	nodes []*node
 }
@@ -133,10 +150,16 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 	if c.certs, err = session.EnsureDevCerts(filepath.Join(root, "tls")); err != nil {
 		t.Fatalf("servertest: %v", err)
 	}
+	if c.opts.InMemory {
+		c.net = NewNetwork()
+	}
+	if c.opts.Clock != nil {
+		c.start = c.opts.Clock.Now()
+	}
 	var peers []server.Peer
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("n%d", i+1)
-		cfg := Config(id, filepath.Join(root, id), c.certs, c.opts.Logger)
+		cfg := c.Config(id, filepath.Join(root, id))
 		if c.opts.Configure != nil {
 			c.opts.Configure(i, &cfg)
 		}
@@ -168,9 +191,46 @@ func StartCluster(t testing.TB, n int, opts *Options) *Cluster {
 func (c *Cluster) Certs() session.DevCerts { return c.certs }
 
 // Config returns the configuration of a new member id in dir on this
-// cluster's PKI (for joins), before Options.Configure.
+// cluster's PKI, network and clock (for joins), before Options.Configure.
 func (c *Cluster) Config(id, dir string) server.Config {
-	return Config(id, dir, c.certs, c.opts.Logger)
+	cfg := Config(id, dir, c.certs, c.opts.Logger)
+	if c.net != nil {
+		cfg.RaftAddr = memNet + ":0"
+		cfg.RaftLayer = c.net.Listen
+	}
+	if clock := c.opts.Clock; clock != nil {
+		cfg.Clock = clock.Now
+		cfg.Monotonic = func() time.Duration { return clock.Now().Sub(c.start) }
+		cfg.ExpiryTick = FakeClockTick
+	}
+	return cfg
+}
+
+// Partition cuts the in-memory network (Options.InMemory) between every
+// two members in different groups, replacing earlier cuts: raft
+// connections across a cut are reset and dials across it fail. A member
+// in no group keeps its links. Clients still reach every member.
+func (c *Cluster) Partition(groups ...[]int) {
+	c.t.Helper()
+	if c.net == nil {
+		c.t.Fatal("servertest: Partition needs Options.InMemory")
+	}
+	addrs := make([][]string, len(groups))
+	for g, members := range groups {
+		for _, i := range members {
+			addrs[g] = append(addrs[g], c.nodes[i].cfg.RaftAddr)
+		}
+	}
+	c.net.Partition(addrs...)
+}
+
+// Heal removes every cut of Partition.
+func (c *Cluster) Heal() {
+	c.t.Helper()
+	if c.net == nil {
+		c.t.Fatal("servertest: Heal needs Options.InMemory")
+	}
+	c.net.Heal()
 }
 
 // AdminTLS is a TLS config for the members' admin endpoints presenting

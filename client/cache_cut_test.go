@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latch-io/latch/server/proc"
+	"github.com/latch-io/latch/server/servertest"
 )
 
-// A cache holder cut off from the leader, against real latchd processes:
-// its cache serves no longer than its lease, so no write that completed
-// is read stale from the cache (see the Guarantees in the README).
+// A cache holder cut off from the leader: its cache serves no longer than
+// its lease, so no write that completed is read stale from the cache (see
+// the Guarantees in the README). The members run in process with raft on
+// servertest's in-memory network, which the test cuts; the holder's QUIC
+// goes over loopback.
 
-// TestCachedReadsHolderCutOffProcess cuts a cache holder off from the
+// TestCachedReadsHolderCutOff cuts a cache holder off from the
 // leader while it keeps reading a node with Cached() and another client
 // sets it, two ways: the holder's own traffic (its QUIC packets go
 // through a UDP relay that starts dropping everything: the leader cannot
@@ -31,11 +33,10 @@ import (
 // leader ends the cache stream when it fails to confirm its leadership
 // for a lease renewal, before a new leader exists, and the client drops
 // its cache with the stream, lease or not.)
-func TestCachedReadsHolderCutOffProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real processes")
-	}
-	c := proc.StartCluster(t, 3, "--fault-injection")
+func TestCachedReadsHolderCutOff(t *testing.T) {
+	c := servertest.StartCluster(t, 3, &servertest.Options{InMemory: true})
+	c.WaitLeader()
+	c.WaitMembers()
 	for _, cut := range []struct {
 		name    string
 		planted bool // also run with the bug planted, which must be caught
@@ -82,12 +83,12 @@ type cacheCut struct {
 
 // holderCut puts the holder behind a UDP relay to the leader and drops
 // its packets.
-func holderCut(c *proc.Cluster) func(t *testing.T) cacheCut {
+func holderCut(c *servertest.Cluster) func(t *testing.T) cacheCut {
 	return func(t *testing.T) cacheCut {
 		var relay *udpRelay
 		return cacheCut{
 			holder: func(leader int) string {
-				relay = startRelay(t, c.Nodes[leader].ClientAddr)
+				relay = startRelay(t, c.Server(leader).ClientAddr())
 				return relay.addr()
 			},
 			cut:   func(int) error { relay.cut.Store(true); return nil },
@@ -97,67 +98,58 @@ func holderCut(c *proc.Cluster) func(t *testing.T) cacheCut {
 	}
 }
 
-// leaderCut cuts the leader's raft traffic (--fault-injection), the
-// holder connected to it: ready waits until the old leader stepped down
-// and another leads.
-func leaderCut(c *proc.Cluster) func(t *testing.T) cacheCut {
+// leaderCut cuts the leader's raft traffic, the holder connected to it:
+// ready waits until the old leader stepped down and another leads.
+func leaderCut(c *servertest.Cluster) func(t *testing.T) cacheCut {
 	return func(t *testing.T) cacheCut {
 		return cacheCut{
-			holder: func(leader int) string { return c.Nodes[leader].ClientAddr },
+			holder: func(leader int) string { return c.Server(leader).ClientAddr() },
 			cut: func(leader int) error {
-				return c.Partition([]int{leader}, []int{(leader + 1) % 3, (leader + 2) % 3})
+				c.Partition([]int{leader}, []int{(leader + 1) % 3, (leader + 2) % 3})
+				return nil
 			},
 			ready: func(t *testing.T, leader int) {
-				proc.Eventually(t, "a new leader, the old one stepped down", func() error {
-					old, err := c.Nodes[leader].Status()
-					if err != nil {
-						return err
-					}
-					if old.State == "Leader" {
+				servertest.Eventually(t, "a new leader, the old one stepped down", func() error {
+					if c.Server(leader).IsLeader() {
 						return errors.New("the old leader still leads")
 					}
-					st, err := c.Nodes[(leader+1)%3].Status()
-					if err != nil {
-						return err
-					}
-					if st.LeaderID == "" || st.LeaderID == c.Nodes[leader].ID {
-						return fmt.Errorf("%s follows %q", st.ID, st.LeaderID)
+					other := c.Server((leader + 1) % 3)
+					if id, _ := other.Leader(); id == "" || id == c.Server(leader).ID() {
+						return fmt.Errorf("%s follows %q", other.ID(), id)
 					}
 					return nil
 				})
 			},
 			heal: func(t *testing.T) {
-				if err := c.Heal(); err != nil {
-					t.Fatal(err)
-				}
-				c.WaitLeader(t)
+				c.Heal()
+				c.WaitLeader()
 			},
 		}
 	}
 }
 
-// cutOffCacheHolder runs one scenario of TestCachedReadsHolderCutOffProcess
-// on key and returns its history and how many reads the cut-off holder
+// cutOffCacheHolder runs one scenario of TestCachedReadsHolderCutOff on
+// key and returns its history and how many reads the cut-off holder
 // answered from its cache; servePastLease plants the bug.
-func cutOffCacheHolder(t *testing.T, c *proc.Cluster, key string, servePastLease bool, mk func(t *testing.T) cacheCut) (*regHistory, uint64) {
+func cutOffCacheHolder(t *testing.T, c *servertest.Cluster, key string, servePastLease bool, mk func(t *testing.T) cacheCut) (*regHistory, uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cut := mk(t)
-	li := c.WaitLeader(t)
-	leader := c.Nodes[li]
+	li := c.WaitLeader()
+	leaderID := c.Server(li).ID()
 	var others []string
-	for i, nd := range c.Nodes {
+	for i := range c.N() {
 		if i != li {
-			others = append(others, nd.ClientAddr)
+			others = append(others, c.Server(i).ClientAddr())
 		}
 	}
 	// The writer knows the other members only: once the cut is made it
 	// writes on their side.
-	writer := dialReads(t, c, others, nil, nil)
+	writer := dialReads(t, c.Certs(), others, nil, nil)
 	// The holder gives a silent leader up only after long: its cache must
 	// be safe by the lease alone, not because it noticed the cut.
-	holder := dialReads(t, c, []string{cut.holder(li)}, nil, func(cfg *Config) {
+	holder := dialReads(t, c.Certs(), []string{cut.holder(li)}, nil, func(cfg *Config) {
 		cfg.LeaderReads = true
 		cfg.FailureTimeout, cfg.IdleFailureTimeout = 20*time.Second, 20*time.Second
 	})
@@ -170,8 +162,8 @@ func cutOffCacheHolder(t *testing.T, c *proc.Cluster, key string, servePastLease
 		t.Fatal(err)
 	}
 	waitCacheHit(t, holder, key)
-	if holder.Member() != leader.ID {
-		t.Fatalf("the holder is connected to %q, not the leader %s: a leader change", holder.Member(), leader.ID)
+	if holder.Member() != leaderID {
+		t.Fatalf("the holder is connected to %q, not the leader %s: a leader change", holder.Member(), leaderID)
 	}
 	if err := h.get(ctx, holder, 0, key, Cached()); err != nil {
 		t.Fatal(err)
@@ -183,7 +175,7 @@ func cutOffCacheHolder(t *testing.T, c *proc.Cluster, key string, servePastLease
 	}
 	hits0 := holder.CacheStats().Hits
 	if err := cut.cut(li); err != nil {
-		t.Skipf("cannot cut (--fault-injection): %v", err)
+		t.Fatalf("cannot cut: %v", err)
 	}
 	healed := false
 	defer func() {
@@ -218,7 +210,7 @@ func cutOffCacheHolder(t *testing.T, c *proc.Cluster, key string, servePastLease
 	})
 	defer func() { stop.Store(true); wg.Wait() }()
 	waitAttempts := func(n int64) {
-		proc.Eventually(t, fmt.Sprintf("%d cut-off reads", n), func() error {
+		servertest.Eventually(t, fmt.Sprintf("%d cut-off reads", n), func() error {
 			if got := attempts.Load(); got < n {
 				return fmt.Errorf("%d", got)
 			}
