@@ -210,9 +210,11 @@ func (r *Report) WriteTable(w io.Writer) {
 			row("open failed", "%s", s.OpenError)
 		}
 		if k := s.Kill; k != nil {
-			if k.Signal == "stall" {
-				row("signal", "the leader %s's raft log writes stalled; watched %s", k.Leader, dur(k.Observe))
-				row("stalled leader exited", "%s after the stall (0: not within the watch)", dur(k.LeaderExit))
+			if k.Signal == "stall" || k.Signal == "freeze" {
+				row("signal", "the leader %s's disk %s; watched %s", k.Leader, map[string]string{"stall": "stalled (raft log writes held)", "freeze": "frozen (fsfreeze)"}[k.Signal], dur(k.Observe))
+				if k.Signal == "stall" {
+					row("stalled leader exited", "%s after the stall (0: not within the watch)", dur(k.LeaderExit))
+				}
 			} else {
 				row("signal", "SIG%s to the leader %s; watched %s", strings.ToUpper(k.Signal), k.Leader, dur(k.Observe))
 			}

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +44,8 @@ type Storm struct {
 type StormKill struct {
 	// Signal is Config.Kill: "kill" (SIGKILL), "stop" (SIGSTOP) or
 	// "stall" (every raft log write of the leader held through POST
-	// /v1/faults/storage, a disk that stopped answering).
+	// /v1/faults/storage, a disk that stopped answering) or "freeze" (the
+	// file system of its data dir frozen with fsfreeze).
 	Signal  string `json:"signal"`
 	Leader  string `json:"leader"`
 	Observe Millis `json:"observe_ms"`
@@ -66,7 +70,9 @@ type StormKill struct {
 	// LeaderExit ("stall" only) is the time from the stall until the old
 	// leader's admin endpoint refused connections: the member failed on
 	// the stuck write (--storage-stall-timeout) and exited. 0: not within
-	// Observe.
+	// Observe. A frozen member cannot exit until thawed (a thread stuck in
+	// the kernel's write holds the process), so "freeze" does not count
+	// it: its log says when it failed.
 	LeaderExit Millis `json:"leader_exit_ms,omitempty"`
 	// NewLeader and what its admission control did meanwhile: attempts
 	// refused for load, handshakes full and resumed, and handshakes it
@@ -327,7 +333,7 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 
 // fault does Config.Kill to the leader ast (admin address addr) and
 // returns when, and what undoes it at the end of the run (SIGCONT, the
-// stall released; for a SIGKILL, nothing).
+// stall released, fsfreeze -u; for a SIGKILL, nothing).
 func (r *runner) fault(ac *adminapi.Client, addr string, ast adminStatus) (time.Time, func(), error) {
 	nothing := func() {}
 	if r.cfg.Kill == "stall" {
@@ -348,6 +354,22 @@ func (r *runner) fault(ac *adminapi.Client, addr string, ast adminStatus) (time.
 	if ast.PID <= 0 {
 		return time.Time{}, nothing, fmt.Errorf("%w: the leader's status names no pid (an older latchd?)", ErrBadConfig)
 	}
+	if r.cfg.Kill == "freeze" {
+		mnt, err := dataMount(ast.PID)
+		if err != nil {
+			return time.Time{}, nothing, err
+		}
+		r.logf("freezing the leader %s's file system %s (fsfreeze -f)", ast.ID, mnt)
+		t0 := time.Now()
+		if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+			return t0, nothing, fmt.Errorf("%w: fsfreeze -f %s: %v: %s", ErrBadConfig, mnt, err, strings.TrimSpace(string(out)))
+		}
+		return t0, func() {
+			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
+				r.logf("fsfreeze -u %s: %v: %s", mnt, err, strings.TrimSpace(string(out)))
+			}
+		}, nil
+	}
 	sig, undo := syscall.SIGKILL, nothing
 	if r.cfg.Kill == "stop" {
 		sig = syscall.SIGSTOP
@@ -359,6 +381,56 @@ func (r *runner) fault(ac *adminapi.Client, addr string, ast adminStatus) (time.
 		return t0, nothing, fmt.Errorf("signal the leader: %w", err)
 	}
 	return t0, undo, nil
+}
+
+// dataMount returns the mount point of the data dir (--data-dir) of the
+// process pid, which must be a file system of its own (cluster.sh
+// LOOPFS=1): freezing one that holds anything else (/, /tmp) would stop
+// every process writing there.
+func dataMount(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "", fmt.Errorf("%w: the leader's command line: %v", ErrBadConfig, err)
+	}
+	var dir string
+	args := strings.Split(string(b), "\x00")
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
+			dir = v
+		} else if a == "--data-dir" && i+1 < len(args) {
+			dir = args[i+1]
+		}
+	}
+	if dir == "" {
+		return "", fmt.Errorf("%w: the leader (pid %d) has no --data-dir", ErrBadConfig, pid)
+	}
+	if !filepath.IsAbs(dir) {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil {
+			return "", fmt.Errorf("%w: the leader's working directory: %v", ErrBadConfig, err)
+		}
+		dir = filepath.Join(cwd, dir)
+	}
+	if err := ownMount(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// ownMount fails unless dir is the root of a file system (its parent is
+// on another device).
+func ownMount(dir string) error {
+	var st, parent syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadConfig, dir, err)
+	}
+	if err := syscall.Stat(filepath.Dir(dir), &parent); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadConfig, filepath.Dir(dir), err)
+	}
+	if dir == "/" || st.Dev == parent.Dev {
+		return fmt.Errorf("%w: the leader's data dir %s is not a file system of its own; --kill freeze freezes only such a one (cluster.sh LOOPFS=1 makes them)", ErrBadConfig, dir)
+	}
+	return nil
 }
 
 // stallStorage holds (or releases) every raft log write of the member at

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,31 @@ func TestStormStallsLeaderDisk(t *testing.T) {
 	}
 	if logs := cl.Nodes[leader].Logs(); !strings.Contains(logs, "storage stopped answering") {
 		t.Errorf("the stalled leader's log does not say why")
+	}
+}
+
+// TestFreezeOnlyOwnFileSystem: --kill freeze refuses a data dir that is
+// not a file system of its own (freezing /tmp's or / would stop every
+// process writing there), before any fsfreeze, and names LOOPFS=1; it
+// finds the data dir from the process's command line. A check that
+// compared the wrong devices, or skipped the parent, would accept t.TempDir().
+func TestFreezeOnlyOwnFileSystem(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), "/"} {
+		if err := ownMount(dir); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "LOOPFS=1") {
+			t.Errorf("ownMount(%s) = %v, want ErrBadConfig naming LOOPFS=1", dir, err)
+		}
+	}
+	if err := ownMount("/proc"); err != nil {
+		t.Errorf("ownMount(/proc), a mount point: %v", err)
+	}
+	// This test process has no --data-dir.
+	if _, err := dataMount(os.Getpid()); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--data-dir") {
+		t.Errorf("dataMount(self) = %v, want ErrBadConfig naming --data-dir", err)
+	}
+	if err := (Config{Scenario: ScenarioStorm, Kill: "freeze"}).Validate(); err != nil {
+		t.Errorf("--kill freeze: %v", err)
+	}
+	if err := (Config{Scenario: ScenarioStorm, Kill: "thaw"}).Validate(); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("--kill thaw: %v, want ErrBadConfig", err)
 	}
 }
