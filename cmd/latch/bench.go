@@ -126,7 +126,7 @@ the leader's admin /metrics before and after the window).`,
 			failureTimeout := fs.Duration("failure-timeout", 0, "the client's FailureTimeout on every connection (default 300ms): how long the leader may stay silent while a call waits; raise it on a machine so loaded that the leader answers pings late")
 			fs.BoolVar(&c.LeaderCPU, "leader-cpu", false, "set, get, stale-get, cached-get, cached-set, contended: report the leader process's CPU per operation (its admin /metrics before and after; needs an admin certificate)")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")
-			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL) or stop (SIGSTOP) the leader while the sessions are held")
+			fs.StringVar(&c.Kill, "kill", "", "storm: kill (SIGKILL), stop (SIGSTOP) stall (hold its raft log writes; members need --fault-injection) or freeze (fsfreeze its data dir: cluster.sh LOOPFS=1, root) the leader while the sessions are held")
 			fs.DurationVar(&c.Observe, "observe", bench.DefaultObserve, "storm: how long to watch after --kill before counting lost sessions and leader changes")
 			fs.DurationVar(&c.Flood, "flood", 0, "storm: lock cycles for this long without, then with, a flood of certificate-less handshakes and probes at the leader")
 			floodTarget := fs.String("flood-target", "", "flood: the client address (host:port) to flood")

@@ -129,8 +129,13 @@ type Config struct {
 	// keeps them) and resume the session of an earlier one.
 	FullHandshakes bool
 	// Kill is what storm does to the leader while its sessions are held:
-	// "kill" (SIGKILL), "stop" (SIGSTOP, SIGCONT at the end) or "" (none).
-	// The leader must run on this host (its admin status names its pid).
+	// "kill" (SIGKILL), "stop" (SIGSTOP, SIGCONT at the end), "stall"
+	// (its raft log writes held through POST /v1/faults/storage: members
+	// started with --fault-injection, an admin certificate), "freeze"
+	// (fsfreeze of its data dir, which must be a file system of its own:
+	// cluster.sh LOOPFS=1; root; fsfreeze -u at the end) or "" (none).
+	// For kill, stop and freeze the leader must run on this host (its
+	// admin status names its pid).
 	Kill string
 	// Observe is how long storm watches after Kill before it counts lost
 	// sessions and leader changes. Default DefaultObserve.
@@ -264,8 +269,8 @@ func (c Config) Validate() error {
 	if c.ReadFrom != "" && c.ReadFrom != ReadSpread && c.ReadFrom != ReadNearest && c.ReadFrom != ReadLeader {
 		return bad("ReadFrom", "%q: want %s, %s, %s or nothing", c.ReadFrom, ReadSpread, ReadNearest, ReadLeader)
 	}
-	if c.Kill != "" && c.Kill != "kill" && c.Kill != "stop" {
-		return bad("Kill", "%q: want kill, stop or nothing", c.Kill)
+	if c.Kill != "" && c.Kill != "kill" && c.Kill != "stop" && c.Kill != "stall" && c.Kill != "freeze" {
+		return bad("Kill", "%q: want kill, stop, stall, freeze or nothing", c.Kill)
 	}
 	if (c.Kill != "" || c.Flood > 0) && c.Scenario != ScenarioStorm {
 		return bad("Kill", "only the storm scenario signals or floods the leader")

@@ -210,7 +210,15 @@ func (r *Report) WriteTable(w io.Writer) {
 			row("open failed", "%s", s.OpenError)
 		}
 		if k := s.Kill; k != nil {
-			row("signal", "SIG%s to the leader %s; watched %s", strings.ToUpper(k.Signal), k.Leader, dur(k.Observe))
+			if k.Signal == "stall" || k.Signal == "freeze" {
+				row("signal", "the leader %s's disk %s; watched %s", k.Leader, map[string]string{"stall": "stalled (raft log writes held)", "freeze": "frozen (fsfreeze)"}[k.Signal], dur(k.Observe))
+				if k.Signal == "stall" {
+					row("stalled leader exited", "%s after the stall (0: not within the watch)", dur(k.LeaderExit))
+				}
+			} else {
+				row("signal", "SIG%s to the leader %s; watched %s", strings.ToUpper(k.Signal), k.Leader, dur(k.Observe))
+			}
+			row("first write", "committed %s after the signal (0: not within the watch)", dur(k.Write))
 			row("leader changes", "%d after the signal (want 1), new leader %s", k.LeaderChanges, k.NewLeader)
 			row("lost, failed", "%d sessions lost (%d ended by the cluster, %d given up by their client), %d first calls failed", k.Lost, k.LostByServer, k.Lost-k.LostByServer, k.Failed)
 			row("reconnect", "p50 %s, p90 %s, p99 %s, max %s (%d clients)", dur(k.Reconnect.P50), dur(k.Reconnect.P90), dur(k.Reconnect.P99), dur(k.Reconnect.Max), k.Reconnect.Count)

@@ -3,8 +3,14 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +19,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/adminapi"
 )
 
 // Storm is what the storm scenario adds: the stability measurements of a
@@ -24,8 +31,9 @@ type Storm struct {
 	// open, if any.
 	OpenLeaderChanges int    `json:"open_leader_changes"`
 	OpenError         string `json:"open_error,omitempty"`
-	// Kill is the signal sent to the leader ("kill", "stop") while the
-	// sessions were held, and what followed within Observe.
+	// Kill is what was done to the leader while the sessions were held
+	// (Config.Kill: "kill", "stop", "stall"), and what followed within
+	// Observe.
 	Kill *StormKill `json:"kill,omitempty"`
 	// Flood compares lock cycles without and with a flood of handshakes
 	// without a certificate and of leader probes.
@@ -34,6 +42,10 @@ type Storm struct {
 
 // StormKill is the failover of a storm run.
 type StormKill struct {
+	// Signal is Config.Kill: "kill" (SIGKILL), "stop" (SIGSTOP) or
+	// "stall" (every raft log write of the leader held through POST
+	// /v1/faults/storage, a disk that stopped answering) or "freeze" (the
+	// file system of its data dir frozen with fsfreeze).
 	Signal  string `json:"signal"`
 	Leader  string `json:"leader"`
 	Observe Millis `json:"observe_ms"`
@@ -48,8 +60,20 @@ type StormKill struct {
 	LostByServer int `json:"lost_by_server"`
 	Failed       int `json:"failed"`
 	// Reconnect is the time from the signal to each client's first
-	// successful call on the new leader.
+	// successful call on a member other than the old leader.
 	Reconnect Latency `json:"reconnect"`
+	// Write is the time from the signal until one write the run made
+	// right after it committed: with "stall" it is that write, stuck on
+	// the leader's disk, that the member notices (an idle leader writes
+	// nothing). 0: it did not commit within Observe.
+	Write Millis `json:"write_ms"`
+	// LeaderExit ("stall" only) is the time from the stall until the old
+	// leader's admin endpoint refused connections: the member failed on
+	// the stuck write (--storage-stall-timeout) and exited. 0: not within
+	// Observe. A frozen member cannot exit until thawed (a thread stuck in
+	// the kernel's write holds the process), so "freeze" does not count
+	// it: its log says when it failed.
+	LeaderExit Millis `json:"leader_exit_ms,omitempty"`
 	// NewLeader and what its admission control did meanwhile: attempts
 	// refused for load, handshakes full and resumed, and handshakes it
 	// admitted that the client abandoned (gave up waiting, or went away).
@@ -195,7 +219,7 @@ func (r *runner) storm(rep *Report) error {
 }
 
 // kill signals the leader (its pid from its admin status: the run is on
-// its host) and measures every client's way back.
+// its host) or stalls its disk, and measures every client's way back.
 func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	ctx, cancel := r.opCtx()
 	ast, err := sc.status(ctx)
@@ -206,25 +230,43 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	if ast.State != "Leader" {
 		return fmt.Errorf("%w: %s is %s by the time of the signal", ErrLeaderChanged, ast.ID, ast.State)
 	}
-	if ast.PID <= 0 {
-		return fmt.Errorf("%w: the leader's status names no pid (an older latchd?)", ErrBadConfig)
-	}
-	sig := syscall.SIGKILL
-	if r.cfg.Kill == "stop" {
-		sig = syscall.SIGSTOP
-		defer syscall.Kill(ast.PID, syscall.SIGCONT)
-	}
 	k := &StormKill{Signal: r.cfg.Kill, Leader: ast.ID, Observe: Millis(r.cfg.Observe)}
-	st.Kill = k
 	// Every other member's admission counters, read before the signal:
 	// whichever becomes the leader, its figures are what it did from the
 	// signal on (read after it, under the storm, they came late).
 	others := r.admissionCounters(ast.ID)
 	tw.take()
-	r.logf("sending SIG%s to the leader %s (pid %d)", map[bool]string{true: "KILL", false: "STOP"}[sig == syscall.SIGKILL], ast.ID, ast.PID)
-	t0 := time.Now()
-	if err := syscall.Kill(ast.PID, sig); err != nil {
-		return fmt.Errorf("signal the leader: %w", err)
+	ac := adminapi.NewClient(adminTLS(r.cfg.Client.TLS), r.cfg.OpTimeout)
+	defer ac.CloseIdleConnections()
+	t0, undo, err := r.fault(ac, sc.addr, ast)
+	if err != nil {
+		return err
+	}
+	defer undo()
+	st.Kill = k
+	// One write right after the fault: a stalled leader notices its disk
+	// only when a write is in flight.
+	wrote := make(chan time.Duration, 1)
+	go func() {
+		ctx, cancel := context.WithDeadline(r.base, t0.Add(r.cfg.Observe))
+		defer cancel()
+		for {
+			// A retry that finds the node its first try made counts.
+			_, err := r.ctl.Create(ctx, r.path("storm-write"), []byte(k.Signal))
+			if err == nil || errors.Is(err, client.ErrNodeExists) {
+				wrote <- time.Since(t0)
+				return
+			}
+			if !errors.Is(err, client.ErrUnknownOutcome) {
+				r.logf("the write after the %s: %v", k.Signal, err)
+				wrote <- 0
+				return
+			}
+		}
+	}()
+	exited := make(chan time.Duration, 1)
+	if k.Signal == "stall" {
+		go func() { exited <- r.awaitExit(ac, sc.addr, t0) }()
 	}
 	lat := make([]time.Duration, 0, len(h.clients))
 	var mu sync.Mutex
@@ -237,9 +279,17 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(r.base, 60*time.Second)
 			defer cancel()
-			if _, _, err := c.Exists(ctx, "/"); err != nil {
-				failed.Add(1)
-				return
+			// Back means served by another member: a stalled leader
+			// answers reads until its first stuck write.
+			for {
+				_, _, err := c.Exists(ctx, "/")
+				if err == nil && c.Member() != ast.ID {
+					break
+				}
+				if err != nil || !sleep(ctx, 100*time.Millisecond) {
+					failed.Add(1)
+					return
+				}
 			}
 			d := time.Since(t0)
 			mu.Lock()
@@ -251,6 +301,10 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 	k.Reconnect = Summarize(lat)
 	k.Failed = int(failed.Load())
 	sleep(r.mctx, time.Until(t0.Add(r.cfg.Observe)))
+	k.Write = Millis(<-wrote)
+	if k.Signal == "stall" {
+		k.LeaderExit = Millis(<-exited)
+	}
 	var why string
 	k.Lost, k.LostByServer, why = h.lostWhy()
 	if why != "" {
@@ -275,6 +329,144 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 		}
 	}
 	return nil
+}
+
+// fault does Config.Kill to the leader ast (admin address addr) and
+// returns when, and what undoes it at the end of the run (SIGCONT, the
+// stall released, fsfreeze -u; for a SIGKILL, nothing).
+func (r *runner) fault(ac *adminapi.Client, addr string, ast adminStatus) (time.Time, func(), error) {
+	nothing := func() {}
+	if r.cfg.Kill == "stall" {
+		ctx, cancel := r.opCtx()
+		defer cancel()
+		r.logf("stalling the disk of the leader %s (every raft log write held)", ast.ID)
+		t0 := time.Now()
+		if err := stallStorage(ctx, ac, addr, true); err != nil {
+			return t0, nothing, fmt.Errorf("%w: the leader %s refused the storage fault (start the members with --fault-injection, and run bench with an admin certificate, --cert/--key): %v", ErrBadConfig, ast.ID, err)
+		}
+		return t0, func() {
+			// The member has normally failed and exited by now.
+			ctx, cancel := r.opCtx()
+			defer cancel()
+			stallStorage(ctx, ac, addr, false)
+		}, nil
+	}
+	if ast.PID <= 0 {
+		return time.Time{}, nothing, fmt.Errorf("%w: the leader's status names no pid (an older latchd?)", ErrBadConfig)
+	}
+	if r.cfg.Kill == "freeze" {
+		mnt, err := dataMount(ast.PID)
+		if err != nil {
+			return time.Time{}, nothing, err
+		}
+		r.logf("freezing the leader %s's file system %s (fsfreeze -f)", ast.ID, mnt)
+		t0 := time.Now()
+		if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+			return t0, nothing, fmt.Errorf("%w: fsfreeze -f %s: %v: %s", ErrBadConfig, mnt, err, strings.TrimSpace(string(out)))
+		}
+		return t0, func() {
+			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
+				r.logf("fsfreeze -u %s: %v: %s", mnt, err, strings.TrimSpace(string(out)))
+			}
+		}, nil
+	}
+	sig, undo := syscall.SIGKILL, nothing
+	if r.cfg.Kill == "stop" {
+		sig = syscall.SIGSTOP
+		undo = func() { syscall.Kill(ast.PID, syscall.SIGCONT) }
+	}
+	r.logf("sending SIG%s to the leader %s (pid %d)", strings.ToUpper(r.cfg.Kill), ast.ID, ast.PID)
+	t0 := time.Now()
+	if err := syscall.Kill(ast.PID, sig); err != nil {
+		return t0, nothing, fmt.Errorf("signal the leader: %w", err)
+	}
+	return t0, undo, nil
+}
+
+// dataMount returns the mount point of the data dir (--data-dir) of the
+// process pid, which must be a file system of its own (cluster.sh
+// LOOPFS=1): freezing one that holds anything else (/, /tmp) would stop
+// every process writing there.
+func dataMount(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "", fmt.Errorf("%w: the leader's command line: %v", ErrBadConfig, err)
+	}
+	var dir string
+	args := strings.Split(string(b), "\x00")
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
+			dir = v
+		} else if a == "--data-dir" && i+1 < len(args) {
+			dir = args[i+1]
+		}
+	}
+	if dir == "" {
+		return "", fmt.Errorf("%w: the leader (pid %d) has no --data-dir", ErrBadConfig, pid)
+	}
+	if !filepath.IsAbs(dir) {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil {
+			return "", fmt.Errorf("%w: the leader's working directory: %v", ErrBadConfig, err)
+		}
+		dir = filepath.Join(cwd, dir)
+	}
+	if err := ownMount(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// ownMount fails unless dir is the root of a file system (its parent is
+// on another device).
+func ownMount(dir string) error {
+	var st, parent syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadConfig, dir, err)
+	}
+	if err := syscall.Stat(filepath.Dir(dir), &parent); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadConfig, filepath.Dir(dir), err)
+	}
+	if dir == "/" || st.Dev == parent.Dev {
+		return fmt.Errorf("%w: the leader's data dir %s is not a file system of its own; --kill freeze freezes only such a one (cluster.sh LOOPFS=1 makes them)", ErrBadConfig, dir)
+	}
+	return nil
+}
+
+// stallStorage holds (or releases) every raft log write of the member at
+// the admin address addr: POST /v1/faults/storage, served by members
+// started with --fault-injection (server/stall.go).
+func stallStorage(ctx context.Context, ac *adminapi.Client, addr string, stall bool) error {
+	return ac.Do(ctx, http.MethodPost, addr, "/v1/faults/storage", map[string]bool{"stall": stall}, nil)
+}
+
+// awaitExit returns the time from t0 until the member at the admin
+// address addr refuses connections (its process is gone), or 0 if it
+// still answers Observe after t0.
+func (r *runner) awaitExit(ac *adminapi.Client, addr string, t0 time.Time) time.Duration {
+	for time.Since(t0) < r.cfg.Observe {
+		ctx, cancel := r.opCtx()
+		_, err := ac.Status(ctx, addr)
+		cancel()
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return time.Since(t0)
+		}
+		if !sleep(r.mctx, 20*time.Millisecond) {
+			break
+		}
+	}
+	return 0
+}
+
+// adminTLS is the client's TLS configuration for the admin endpoint
+// (HTTPS, not QUIC's ALPN).
+func adminTLS(clientTLS *tls.Config) *tls.Config {
+	if clientTLS == nil {
+		return nil
+	}
+	conf := clientTLS.Clone()
+	conf.NextProtos = nil
+	return conf
 }
 
 // admissionCount is a member's admission counters at one moment.

@@ -16,7 +16,10 @@
 # DIR/nX.log. Certificates (`latch cert`) are in DIR/tls. BIN=PATH takes
 # latchd and latch from PATH instead of building them (to compare an old
 # build with a new one in one session); FLAGS="..." adds latchd flags to
-# every member (e.g. raft timeouts).
+# every member (e.g. raft timeouts). LOOPFS=1 (root only; skipped with a
+# message otherwise) puts each member's data dir n1..n3 on a loop-mounted
+# ext4 of its own (DIR/nX.img), so `latch bench storm --kill freeze` can
+# fsfreeze one; stop thaws, unmounts and detaches them.
 set -eu
 cmd=${1:?usage: cluster.sh start|learners|stop DIR}
 dir=${2:?usage: cluster.sh start|learners|stop DIR}
@@ -37,6 +40,18 @@ start)
 	for i in 1 2 3; do
 		peers="$peers${peers:+,}n$i=127.0.0.1:${base}52$i"
 	done
+	if [ "${LOOPFS:-}" = 1 ] && [ "$(id -u)" != 0 ]; then
+		echo "LOOPFS=1 needs root (losetup, mount): the data dirs stay on $dir's file system" >&2
+	elif [ "${LOOPFS:-}" = 1 ]; then
+		for i in 1 2 3; do
+			truncate -s 1G "$dir/n$i.img"
+			loop=$(losetup -f --show "$dir/n$i.img")
+			echo "$loop" >"$dir/n$i.loop"
+			mkfs.ext4 -q "$loop"
+			mkdir -p "$dir/n$i"
+			mount "$loop" "$dir/n$i"
+		done
+	fi
 	for i in 1 2 3; do
 		"$dir/bin/latch" cert member --dir "$dir/tls" --id "n$i" --hosts 127.0.0.1,localhost >/dev/null
 		"$dir/bin/latchd" --id "n$i" --data-dir "$dir/n$i" --bootstrap "$peers" \
@@ -91,6 +106,12 @@ learners)
 	cat "$dir/flags"
 	;;
 stop)
+	# A frozen member cannot exit: thaw first.
+	for f in "$dir"/n*.loop; do
+		if [ -f "$f" ]; then
+			fsfreeze -u "${f%.loop}" 2>/dev/null || true
+		fi
+	done
 	for f in "$dir"/n*.pid; do
 		if [ -f "$f" ]; then
 			kill "$(cat "$f")" 2>/dev/null || true
@@ -105,6 +126,12 @@ stop)
 				n=$((n + 1))
 			done
 			kill -9 "$pid" 2>/dev/null || true
+		fi
+	done
+	for f in "$dir"/n*.loop; do
+		if [ -f "$f" ]; then
+			umount "${f%.loop}" || true
+			losetup -d "$(cat "$f")" || true
 		fi
 	done
 	rm -rf "$dir"
