@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -56,13 +57,21 @@ func (s *Server) fail(cause error) {
 	s.failErr = fmt.Errorf("%w: %w", ErrMemberFailed, cause)
 	close(s.failedC)
 	s.mu.Unlock()
+	stalled := errors.Is(cause, ErrStorageStalled)
+	if stalled && s.sever != nil {
+		// raft is stuck in the write: no hand-over can run, and the
+		// process may not be able to exit (sever.go).
+		s.sever.sever()
+	}
 	registerIntegrityMetrics()
 	memberFailedGauge.WithLabelValues(s.cfg.ID).Set(1)
 	s.log.Error("this member stops serving: its state cannot be trusted; replace its data dir (start it empty with --join) or restore a snapshot",
 		"err", cause, "applied_index", s.store.AppliedIndex())
 	s.closeFront()
 	s.goFunc(func() {
-		s.handOver(cause.Error())
+		if !stalled {
+			s.handOver(cause.Error())
+		}
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown", "err", err)
 		}

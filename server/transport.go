@@ -235,9 +235,10 @@ func (s *Server) newRaftTransport(m *session.MemberTLS) error {
 		}
 		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	inner := bottom
+	s.sever = newSeverLayer(bottom)
+	inner := raft.StreamLayer(s.sever)
 	if cfg.FaultInjection {
-		s.faults = newFaultLayer(bottom)
+		s.faults = newFaultLayer(inner)
 		inner = s.faults
 	}
 	s.crash = newCrashDetector(cfg.ID, s.log, s.stop)
