@@ -17,32 +17,36 @@ import (
 // 100 the collections and their mark assists slowed handshakes past their
 // clients' patience (0 of 3 runs of `latch bench storm --sessions 5000`
 // held at GOGC=100, 2 of 2 at 400). So latchd runs at gcQuietPercent and
-// raises it to gcStormPercent while more than gcStormHandshakes complete
-// per gcPaceTick; after gcQuietTicks ticks below that it goes back, and
-// returns what the storm's heap left unused to the OS at once (the
-// scavenger alone takes minutes). GOGC in the environment turns pacing
-// off: the operator's number holds.
+// raises it to gcStormPercent at the first gcPaceTick in which more than
+// gcStormHandshakes complete; it goes back only after gcQuietTicks ticks
+// in a row with at most gcQuietHandshakes each: a storm that slows (the
+// member is short of CPU: that is when GC work hurts most) is still a
+// storm. The Go runtime's scavenger then returns the storm's unused heap
+// to the OS over the following minutes; debug.FreeOSMemory would do it
+// at once, but it holds the heap lock while it does, and a run that
+// called it mid-storm lost hundreds of connections at that moment. GOGC
+// in the environment turns pacing off: the operator's number holds.
 const (
 	gcQuietPercent    = 100
 	gcStormPercent    = 400
 	gcPaceTick        = time.Second
 	gcStormHandshakes = 50 // per tick: a storm, not clients coming and going
-	gcQuietTicks      = 5
+	gcQuietHandshakes = 5  // per tick: at most this many is quiet
+	gcQuietTicks      = 30
 )
 
 // gcPacer decides the GC percent from the count of completed client
 // handshakes, read once per tick (step).
 type gcPacer struct {
-	set    func(percent int) // debug.SetGCPercent
-	freeOS func()            // debug.FreeOSMemory
+	set func(percent int) // debug.SetGCPercent
 
 	last  uint64 // handshakes at the last step
 	storm bool   // running at gcStormPercent
-	quiet int    // ticks below gcStormHandshakes since the storm's last
+	quiet int    // quiet ticks in a row during a storm
 }
 
 func newGCPacer() *gcPacer {
-	p := &gcPacer{set: func(pc int) { debug.SetGCPercent(pc) }, freeOS: debug.FreeOSMemory}
+	p := &gcPacer{set: func(pc int) { debug.SetGCPercent(pc) }}
 	p.set(gcQuietPercent)
 	return p
 }
@@ -58,12 +62,14 @@ func (p *gcPacer) step(handshakes uint64) {
 			p.storm = true
 			p.set(gcStormPercent)
 		}
-	case p.storm:
+	case !p.storm:
+	case n > gcQuietHandshakes:
+		p.quiet = 0
+	default:
 		p.quiet++
 		if p.quiet >= gcQuietTicks {
 			p.storm = false
 			p.set(gcQuietPercent)
-			p.freeOS()
 		}
 	}
 }
