@@ -198,16 +198,6 @@ func (s *Server) startFront() {
 	s.goFunc(func() { f.locks.runTimers(s.stop) })
 }
 
-// ClientHandshakes is how many client connections completed their
-// handshake (full or resumed) since the member started: how fast clients
-// are arriving (latchd's GC pacing reads it).
-func (s *Server) ClientHandshakes() uint64 {
-	if s.front == nil {
-		return 0
-	}
-	return s.front.handshakes[0].Load() + s.front.handshakes[1].Load()
-}
-
 // dropClients closes every client connection with code (ConnShutdown,
 // ConnNotLeader) and why: the clients reconnect, to the leader, and resume
 // their sessions.

@@ -141,27 +141,27 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run([]string{"--log-level", "loud", "--dev"}, io.Discard, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--log-level") {
+	if code := run([]string{"--log-level", "loud", "--dev"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--log-level") {
 		t.Fatalf("bad --log-level: code %d, %s", code, stderr.String())
 	}
-	if code := run([]string{"stray"}, io.Discard, &stderr, nil); code != 2 {
+	if code := run([]string{"stray"}, io.Discard, &stderr); code != 2 {
 		t.Fatalf("stray argument: code %d", code)
 	}
 	// -h and --version answer on stdout and exit 0; a backquote in a usage
 	// string must not become the flag's argument name.
 	var stdout bytes.Buffer
 	stderr.Reset()
-	if code := run([]string{"-h"}, &stdout, &stderr, nil); code != 0 || stderr.Len() != 0 ||
+	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 || stderr.Len() != 0 ||
 		!strings.Contains(stdout.String(), "-fault-injection\n") || !strings.Contains(stdout.String(), "-bootstrap string") {
 		t.Fatalf("-h: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()
-	if code := run([]string{"--version"}, &stdout, &stderr, nil); code != 0 || !strings.HasPrefix(stdout.String(), "latchd ") ||
+	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "latchd ") ||
 		!strings.Contains(stdout.String(), "go1.") {
 		t.Fatalf("--version: code %d, %q", code, stdout.String())
 	}
 	stderr.Reset()
-	if code := run([]string{"--bogus"}, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "-bogus") {
+	if code := run([]string{"--bogus"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "-bogus") {
 		t.Fatalf("--bogus: code %d, %q", code, stderr.String())
 	}
 }
