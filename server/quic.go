@@ -46,7 +46,8 @@ import (
 //     it; a new lock request rides it as MsgLockCall; it holds no request
 //     slot, its calls do (the same caps, ErrBusy with the call's id). Each
 //     call runs on a worker (a reused goroutine) through answer, like a
-//     unary request on its own stream; streaming types are refused
+//     unary request on its own stream (a keepalive, which never waits, on
+//     the goroutine that read it); streaming types are refused
 //     (ErrMalformed). An
 //     answer not taken within 30s, or bad input (unreadable frame, no call
 //     id, an id not above the last one, frame above session.MuxMaxFrame), closes the

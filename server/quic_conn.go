@@ -283,7 +283,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 // serveMux serves the connection's mux stream: every call runs
 // concurrently through answer, the path of a unary request on a stream of
 // its own, taking a request slot the same way (over a cap it is answered
-// ErrBusy at once). A newer mux stream of the connection replaces this
+// ErrBusy at once); a keepalive is answered on the reading goroutine. A newer mux stream of the connection replaces this
 // one. A client that breaks the protocol, or does not take its answers,
 // loses the connection. Returns when the stream ends, after its calls.
 func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
@@ -334,17 +334,31 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			reply(call, session.ErrorResponse(refused))
 			continue
 		}
+		if call.Req.Type == session.MsgKeepAlive {
+			// Renewing leases in memory never waits: answered here, a
+			// keepalive costs no worker's wake-up (most of what thousands
+			// of idle sessions ask is this).
+			c.runCall(call, reply)
+			continue
+		}
 		wg.Add(1)
 		c.f.workers.run(func() {
 			defer wg.Done()
-			defer c.give()
-			defer func() {
-				if r := recover(); r != nil {
-					c.logger().Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
-					reply(call, session.ErrorResponse(fmt.Errorf("%w: the request failed on the server", session.ErrInternal)))
-				}
-			}()
-			reply(call, c.f.answer(call.Ctx, c, call.Req))
+			c.runCall(call, reply)
 		})
 	}
+}
+
+// runCall answers one call of the mux stream through reply and gives its
+// request slot back. A handler panic is logged and answered with
+// ErrInternal.
+func (c *clientConn) runCall(call *session.MuxCall, reply func(*session.MuxCall, *session.Response)) {
+	defer c.give()
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger().Error("request handler panicked", "panic", r, "stack", string(debug.Stack()))
+			reply(call, session.ErrorResponse(fmt.Errorf("%w: the request failed on the server", session.ErrInternal)))
+		}
+	}()
+	reply(call, c.f.answer(call.Ctx, c, call.Req))
 }

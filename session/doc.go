@@ -191,7 +191,8 @@
 // # Transport defaults
 //
 // Config: MaxFrameSize 1 MiB + 64 KiB, MaxIncomingStreams 10000 (streams
-// open at once per connection), KeepAlivePeriod 5s, MaxIdleTimeout 30s,
+// open at once per connection), KeepAlivePeriod 5s (clients: servers
+// send no keep-alive pings of their own), MaxIdleTimeout 30s,
 // HandshakeTimeout 3s (silence during the handshake; the whole handshake
 // is bounded by twice that), FailureTimeout off (clients: the fast
 // watchdog while a call waits, liveness.go; servers echo its pings on

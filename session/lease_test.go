@@ -322,3 +322,22 @@ func TestLeaseTableExpiredBy(t *testing.T) {
 		t.Fatalf("Expired afterwards = %v, want [2]", got)
 	}
 }
+
+// Renewing a lease allocates nothing: every idle session renews every
+// TTL/3 on the leader, and a renewal that allocated (a timer per
+// session, a boxed heap entry) would make idle sessions cost GC work.
+func TestLeaseTableRenewAllocatesNothing(t *testing.T) {
+	lt := NewLeaseTable(NewManualClock(epoch))
+	for id := uint64(1); id <= 1000; id++ {
+		lt.Add(id, time.Duration(id)*time.Millisecond)
+	}
+	id := uint64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		id = id%1000 + 1
+		if _, ok := lt.Renew(id); !ok {
+			t.Fatalf("renew %d refused", id)
+		}
+	}); n != 0 {
+		t.Fatalf("Renew: %.1f allocations per call, want 0", n)
+	}
+}

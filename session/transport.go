@@ -22,8 +22,12 @@ type Config struct {
 	// once on one connection (a streaming request, or a unary one not on
 	// the mux stream, is a stream). Default 10000.
 	MaxIncomingStreams int64
-	// KeepAlivePeriod is how often an idle connection sends a QUIC ping so
-	// that NATs and the idle timeout keep it open. Default 5s.
+	// KeepAlivePeriod is how often an idle client connection sends a QUIC
+	// ping so that NATs and the idle timeout keep it open. Default 5s.
+	// Servers send none (ServerQUICConfig): the client's pings, and its
+	// acks of them, keep both sides' idle timers and the NAT's mapping
+	// alive, and a server pinging each of thousands of idle connections
+	// as well doubles the packets they cost it.
 	KeepAlivePeriod time.Duration
 	// MaxIdleTimeout closes a connection that heard nothing for this long.
 	// Default 30s.
@@ -144,12 +148,14 @@ func windows(qc *quic.Config, c Config) *quic.Config {
 // Clients may open MaxIncomingStreams request streams at once and no
 // unidirectional ones: the protocol has none. Datagrams carry liveness
 // pings (EchoPings). Flow-control windows are sized for latch's frames.
+// The server sends no keep-alive pings (see Config.KeepAlivePeriod): a
+// client that stops pinging is dropped after the idle timeout, as it
+// should be.
 func ServerQUICConfig(c Config) *quic.Config {
 	c = c.withDefaults()
 	return windows(&quic.Config{
 		HandshakeIdleTimeout:  c.HandshakeTimeout,
 		MaxIdleTimeout:        c.MaxIdleTimeout,
-		KeepAlivePeriod:       c.KeepAlivePeriod,
 		MaxIncomingStreams:    c.MaxIncomingStreams,
 		MaxIncomingUniStreams: -1,
 		EnableDatagrams:       true,
