@@ -88,7 +88,26 @@ func (c *Client) connect() *link {
 			c.holdSessions()
 		}
 		if len(sv.cands) > 0 {
-			r := c.race(sv.cands)
+			var d *session.Dialer
+			if sv.answered {
+				// cands[0] is the leader (it said so, or a member named
+				// it): ask it for a slot and wait for it.
+				var busy time.Duration
+				if d, busy = c.queue(sv.cands[0]); c.ctx.Err() != nil {
+					return nil
+				}
+				if busy > 0 {
+					c.setLastErr(fmt.Errorf("latch: %s is busy taking clients in: told to ask again in %v", sv.cands[0], busy))
+					c.setHint(sv.cands[0])
+					c.holdSessions()
+					if !c.pause(busy + rand.N(busy/2+1)) {
+						return nil
+					}
+					round = 0
+					continue
+				}
+			}
+			r := c.race(sv.cands, d)
 			if r.l != nil {
 				c.setLastErr(nil)
 				c.log.Debug("latch: connected", "addr", r.addr, "member", r.l.server)
@@ -137,14 +156,61 @@ func (c *Client) connect() *link {
 			pause, polls = c.backoff(round), 0
 			round++
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			t.Stop()
+		if !c.pause(pause) {
 			return nil
 		}
 	}
+}
+
+// pause waits d; false when the client closed meanwhile.
+func (c *Client) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// queue asks the leader at addr for admission (session.Ask) from a new
+// socket and waits out the slot it is given. It returns the socket to
+// dial from, or, when the leader's queue is full, nil and how long the
+// leader said to wait before asking again: an answer, so the leader is
+// alive and the client holds its sessions meanwhile. When the ask goes
+// unanswered (a member that does not answer in time, a lost datagram)
+// the client dials as before: the attempt goes through the leader's
+// token bucket. See server/queue.go for the member's side.
+func (c *Client) queue(addr string) (*session.Dialer, time.Duration) {
+	d, err := session.NewDialer()
+	if err != nil {
+		return nil, 0 // dial as before, on a socket of its own
+	}
+	c.mu.Lock()
+	ask := session.Ask{Connect: true, Resume: len(c.sessions) > 0}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, probeWait)
+	a, err := d.Probe(ctx, addr, ask, probeResend)
+	cancel()
+	switch {
+	case err != nil:
+		if c.ctx.Err() != nil {
+			d.Close()
+			return nil, 0
+		}
+		return d, 0
+	case a.Admit == session.AdmitBusy:
+		d.Close()
+		return nil, max(a.Wait, probeWait)
+	case a.Admit == session.AdmitWait:
+		c.holdSessions()
+		if !c.pause(a.Wait) {
+			d.Close()
+			return nil, 0
+		}
+	}
+	return d, 0
 }
 
 // holdSessions tells every session's tracker that the cluster answered a
@@ -274,8 +340,9 @@ func (c *Client) survey() survey {
 
 // race dials cands, each attempt starting when the previous one failed or
 // after attemptStagger, and returns the first link set up; else the last
-// failure, with the leader a refusing member named.
-func (c *Client) race(cands []string) attempt {
+// failure, with the leader a refusing member named. d, when not nil, is
+// the socket to dial cands[0] from (it holds a slot there).
+func (c *Client) race(cands []string, d *session.Dialer) attempt {
 	ctx, cancel := context.WithCancel(c.ctx)
 	results := make(chan attempt, len(cands))
 	next, running := 0, 0
@@ -283,8 +350,10 @@ func (c *Client) race(cands []string) attempt {
 		addr := cands[next]
 		next++
 		running++
+		from := d
+		d = nil
 		go func() {
-			l, leader, err := c.establish(ctx, addr)
+			l, leader, err := c.establish(ctx, addr, from)
 			results <- attempt{addr: addr, l: l, leader: leader, err: err}
 		}()
 	}

@@ -87,13 +87,20 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
-// establish dials addr, says Hello and resumes every live session. When
-// the member is not the leader it returns the leader's address it named
-// (possibly "") with the error.
-func (c *Client) establish(ctx context.Context, addr string) (*link, string, error) {
+// establish dials addr (from d when not nil, else from a new socket),
+// says Hello and resumes every live session. When the member is not the
+// leader it returns the leader's address it named (possibly "") with the
+// error.
+func (c *Client) establish(ctx context.Context, addr string, d *session.Dialer) (*link, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	conn, err := session.Dial(ctx, addr, c.tls, c.tcfg)
+	if d == nil {
+		var err error
+		if d, err = session.NewDialer(); err != nil {
+			return nil, "", err
+		}
+	}
+	conn, err := d.Dial(ctx, addr, c.tls, c.tcfg)
 	if err != nil {
 		return nil, "", err
 	}
