@@ -69,7 +69,7 @@ func TestReconnectStormQueues(t *testing.T) {
 	if err, _ := dialErr.Load().(error); err != nil {
 		t.Fatal(err)
 	}
-	if used := metric(t, c.Nodes[leader], "latch_admission_reservations_total", `outcome="used"`); used == 0 {
+	if used := metric(t, c.Nodes[leader], "latch_admission_reservations_total", `event="used"`); used == 0 {
 		t.Fatalf("the leader took %d clients in and used no reservation", clients)
 	}
 
@@ -98,13 +98,13 @@ func TestReconnectStormQueues(t *testing.T) {
 		t.Fatalf("%d of %d sessions lost, %d first calls failed", lost, clients, failed.Load())
 	}
 	nd := c.Nodes[next]
-	used := metric(t, nd, "latch_admission_reservations_total", `outcome="used"`)
-	made := metric(t, nd, "latch_admission_reservations_total", `outcome="made"`)
+	used := metric(t, nd, "latch_admission_reservations_total", `event="used"`)
+	made := metric(t, nd, "latch_admission_reservations_total", `event="made"`)
 	if used < clients/2 {
 		t.Fatalf("the new leader took %d clients back through %v reservations (%v made): the queue was not used", clients, used, made)
 	}
 	t.Logf("new leader: %v reservations made, %v used, %v expired, %v busy answers, %v refused for rate",
-		made, used, metric(t, nd, "latch_admission_reservations_total", `outcome="expired"`),
-		metric(t, nd, "latch_admission_reservations_total", `outcome="busy"`),
+		made, used, metric(t, nd, "latch_admission_reservations_total", `event="expired"`),
+		metric(t, nd, "latch_admission_reservations_total", `event="busy"`),
 		metric(t, nd, "latch_admission_refused_total", `reason="rate"`))
 }

@@ -58,6 +58,14 @@ type StormKill struct {
 	FullHandshakes int    `json:"full_handshakes"`
 	Resumed        int    `json:"resumed_handshakes"`
 	Abandoned      int    `json:"abandoned_handshakes"`
+	// Its admission queue (server/queue.go): slots reserved for clients
+	// that asked, used by their handshake, expired unused, busy answers
+	// ("ask again later"), and the mean wait a reservation was given.
+	Reserved      int    `json:"reserved"`
+	ReservedUsed  int    `json:"reserved_used"`
+	ReservedLapse int    `json:"reserved_expired"`
+	Busy          int    `json:"busy_answers"`
+	QueueWait     Millis `json:"queue_wait_mean_ms"`
 }
 
 // StormFlood is the flood comparison of a storm run.
@@ -272,6 +280,11 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 			k.RefusedForLoad = a.refused - b.refused
 			k.Resumed, k.FullHandshakes = a.res-b.res, a.full-b.full
 			k.Abandoned = a.abandoned - b.abandoned
+			k.Reserved, k.ReservedUsed = a.reserved-b.reserved, a.used-b.used
+			k.ReservedLapse, k.Busy = a.expired-b.expired, a.busy-b.busy
+			if k.Reserved > 0 {
+				k.QueueWait = Millis((a.waited - b.waited) / time.Duration(k.Reserved))
+			}
 		}
 	}
 	return nil
@@ -282,6 +295,8 @@ type admissionCount struct {
 	sc                            *scraper
 	id                            string
 	refused, res, full, abandoned int
+	reserved, used, expired, busy int
+	waited                        time.Duration
 }
 
 // admissionCounters reads the admission counters of every member but
@@ -315,6 +330,17 @@ func (c admissionCount) read(r *runner) admissionCount {
 	n := admissionCount{sc: c.sc, id: c.id}
 	n.refused, _ = c.sc.counter(ctx, "latch_admission_refused_total")
 	n.abandoned, _ = c.sc.counter(ctx, abandonedSeries)
+	n.reserved, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="made"`)
+	n.used, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="used"`)
+	n.expired, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="expired"`)
+	n.busy, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="busy"`)
+	var waited float64
+	_ = c.sc.get(ctx, "/metrics", func(rd io.Reader) error {
+		var err error
+		waited, err = sumSeries(rd, "latch_admission_queue_wait_seconds_total")
+		return err
+	})
+	n.waited = time.Duration(waited * float64(time.Second))
 	n.res, n.full, _, _ = c.sc.handshakes(ctx, c.id)
 	return n
 }
