@@ -22,6 +22,14 @@ import (
 // it there. Endpoints that do not answer the probe at all are dialed as
 // before, one after another (attemptStagger), so a cluster that does not
 // speak the probe still works.
+//
+// Before it dials the leader the client asks it for admission (queue):
+// one more probe, from the socket it will dial from, that the leader
+// answers with a slot ("come now" or "come in W") or "busy, ask again in
+// W" (server/queue.go). The client waits W and dials, or waits W (plus
+// up to half again, jittered) and starts over; a busy answer is heard, so
+// the client holds its sessions as for any answer. An ask that goes
+// unanswered within askWait is dialed as before.
 const (
 	// attemptStagger is how long a connection attempt runs alone before
 	// the next candidate is tried alongside it (as in Happy Eyeballs, RFC
@@ -41,6 +49,13 @@ const (
 	electionPoll      = 20 * time.Millisecond
 	electionFastPolls = 15
 	electionPollMax   = 160 * time.Millisecond
+	// askWait bounds the admission ask (queue) to a member that just
+	// answered the survey as leader, resent every askResend: its silence
+	// now is load (a starved member answered after 100ms and its clients,
+	// dialing without a slot, were refused), and a leader that died since
+	// costs this once.
+	askWait   = 500 * time.Millisecond
+	askResend = 100 * time.Millisecond
 	// refusedLimit is how long every endpoint must refuse (nothing
 	// listening) before a client that never connected gives up with
 	// ErrNotListening.
@@ -179,8 +194,8 @@ func (c *Client) pause(d time.Duration) bool {
 // dial from, or, when the leader's queue is full, nil and how long the
 // leader said to wait before asking again: an answer, so the leader is
 // alive and the client holds its sessions meanwhile. When the ask goes
-// unanswered (a member that does not answer in time, a lost datagram)
-// the client dials as before: the attempt goes through the leader's
+// unanswered within askWait (a member that does not answer in time,
+// lost datagrams) the client dials as before: the attempt goes through the leader's
 // token bucket. See server/queue.go for the member's side.
 func (c *Client) queue(addr string) (*session.Dialer, time.Duration) {
 	d, err := session.NewDialer()
@@ -190,8 +205,8 @@ func (c *Client) queue(addr string) (*session.Dialer, time.Duration) {
 	c.mu.Lock()
 	ask := session.Ask{Connect: true, Resume: len(c.sessions) > 0}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(c.ctx, probeWait)
-	a, err := d.Probe(ctx, addr, ask, probeResend)
+	ctx, cancel := context.WithTimeout(c.ctx, askWait)
+	a, err := d.Probe(ctx, addr, ask, askResend)
 	cancel()
 	switch {
 	case err != nil:

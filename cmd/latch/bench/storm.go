@@ -328,19 +328,25 @@ func (c admissionCount) read(r *runner) admissionCount {
 	ctx, cancel := r.opCtx()
 	defer cancel()
 	n := admissionCount{sc: c.sc, id: c.id}
-	n.refused, _ = c.sc.counter(ctx, "latch_admission_refused_total")
-	n.abandoned, _ = c.sc.counter(ctx, abandonedSeries)
-	n.reserved, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="made"`)
-	n.used, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="used"`)
-	n.expired, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="expired"`)
-	n.busy, _ = c.sc.counter(ctx, `latch_admission_reservations_total{event="busy"`)
-	var waited float64
+	// One scrape for every series: a member under a storm answers slowly,
+	// and a scrape per series ran past the deadline.
+	var body []byte
 	_ = c.sc.get(ctx, "/metrics", func(rd io.Reader) error {
 		var err error
-		waited, err = sumSeries(rd, "latch_admission_queue_wait_seconds_total")
+		body, err = io.ReadAll(rd)
 		return err
 	})
-	n.waited = time.Duration(waited * float64(time.Second))
+	sum := func(name string) float64 {
+		v, _ := sumSeries(strings.NewReader(string(body)), name)
+		return v
+	}
+	n.refused = int(sum("latch_admission_refused_total"))
+	n.abandoned = int(sum(abandonedSeries))
+	n.reserved = int(sum(`latch_admission_reservations_total{event="made"`))
+	n.used = int(sum(`latch_admission_reservations_total{event="used"`))
+	n.expired = int(sum(`latch_admission_reservations_total{event="expired"`))
+	n.busy = int(sum(`latch_admission_reservations_total{event="busy"`))
+	n.waited = time.Duration(sum("latch_admission_queue_wait_seconds_total") * float64(time.Second))
 	n.res, n.full, _, _ = c.sc.handshakes(ctx, c.id)
 	return n
 }
