@@ -336,24 +336,42 @@ func (c admissionCount) read(r *runner) admissionCount {
 		body, err = io.ReadAll(rd)
 		return err
 	})
-	sum := func(name string) float64 {
-		v, _ := sumSeries(strings.NewReader(string(body)), name)
-		return v
-	}
-	n.refused = int(sum("latch_admission_refused_total"))
-	n.abandoned = int(sum(abandonedSeries))
-	n.reserved = int(sum(`latch_admission_reservations_total{event="made"`))
-	n.used = int(sum(`latch_admission_reservations_total{event="used"`))
-	n.expired = int(sum(`latch_admission_reservations_total{event="expired"`))
-	n.busy = int(sum(`latch_admission_reservations_total{event="busy"`))
-	n.waited = time.Duration(sum("latch_admission_queue_wait_seconds_total") * float64(time.Second))
+	text := string(body)
+	n.refused = int(sumLabeled(text, "latch_admission_refused_total", ""))
+	n.abandoned = int(sumLabeled(text, "latch_admission_handshakes_total", `end="abandoned"`))
+	n.reserved = int(sumLabeled(text, "latch_admission_reservations_total", `event="made"`))
+	n.used = int(sumLabeled(text, "latch_admission_reservations_total", `event="used"`))
+	n.expired = int(sumLabeled(text, "latch_admission_reservations_total", `event="expired"`))
+	n.busy = int(sumLabeled(text, "latch_admission_reservations_total", `event="busy"`))
+	n.waited = time.Duration(sumLabeled(text, "latch_admission_queue_wait_seconds_total", "") * float64(time.Second))
 	n.res, n.full, _, _ = c.sc.handshakes(ctx, c.id)
 	return n
 }
 
-// abandonedSeries is the admission metric of handshakes admitted and
-// abandoned by their client.
-const abandonedSeries = `latch_admission_handshakes_total{end="abandoned"}`
+// sumLabeled sums the samples of the series name in the Prometheus text
+// whose labels include label (`end="abandoned"`; "" for all). The
+// exposition sorts labels by name, so a label is not always first.
+func sumLabeled(text, name, label string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}')
+		if label != "" && (end < 0 || !strings.Contains(rest[:end], label)) {
+			continue
+		}
+		fields := strings.Fields(rest[end+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
 
 // leaderScraper waits for a leader other than old and returns a scraper
 // of its admin endpoint.
