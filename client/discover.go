@@ -56,6 +56,12 @@ const (
 	// costs this once.
 	askWait   = 500 * time.Millisecond
 	askResend = 100 * time.Millisecond
+	// slotHandshakeTimeout is the handshake patience of a client that
+	// holds a slot: the member promised to let it in and answered just
+	// now, so silence is its CPU, not a refusal (with the 1s of an
+	// ordinary dial, clients abandoned 1,983 admitted handshakes of a
+	// 2,000-client storm and asked again, each costing another).
+	slotHandshakeTimeout = 3 * time.Second
 	// refusedLimit is how long every endpoint must refuse (nothing
 	// listening) before a client that never connected gives up with
 	// ErrNotListening.
@@ -104,11 +110,12 @@ func (c *Client) connect() *link {
 		}
 		if len(sv.cands) > 0 {
 			var d *session.Dialer
+			slot := false
 			if sv.answered {
 				// cands[0] is the leader (it said so, or a member named
 				// it): ask it for a slot and wait for it.
 				var busy time.Duration
-				if d, busy = c.queue(sv.cands[0]); c.ctx.Err() != nil {
+				if d, slot, busy = c.queue(sv.cands[0]); c.ctx.Err() != nil {
 					return nil
 				}
 				if busy > 0 {
@@ -122,7 +129,7 @@ func (c *Client) connect() *link {
 					continue
 				}
 			}
-			r := c.race(sv.cands, d)
+			r := c.race(sv.cands, d, slot)
 			if r.l != nil {
 				c.setLastErr(nil)
 				c.log.Debug("latch: connected", "addr", r.addr, "member", r.l.server)
@@ -191,16 +198,16 @@ func (c *Client) pause(d time.Duration) bool {
 
 // queue asks the leader at addr for admission (session.Ask) from a new
 // socket and waits out the slot it is given. It returns the socket to
-// dial from, or, when the leader's queue is full, nil and how long the
+// dial from and whether it holds a slot there, or, when the leader's queue is full, nil and how long the
 // leader said to wait before asking again: an answer, so the leader is
 // alive and the client holds its sessions meanwhile. When the ask goes
-// unanswered within askWait (a member that does not answer in time,
-// lost datagrams) the client dials as before: the attempt goes through the leader's
-// token bucket. See server/queue.go for the member's side.
-func (c *Client) queue(addr string) (*session.Dialer, time.Duration) {
+// unanswered within askWait (a member that does not answer in time, lost
+// datagrams) the client dials as before: the attempt goes through the
+// leader's token bucket. See server/queue.go for the member's side.
+func (c *Client) queue(addr string) (*session.Dialer, bool, time.Duration) {
 	d, err := session.NewDialer()
 	if err != nil {
-		return nil, 0 // dial as before, on a socket of its own
+		return nil, false, 0 // dial as before, on a socket of its own
 	}
 	c.mu.Lock()
 	ask := session.Ask{Connect: true, Resume: len(c.sessions) > 0}
@@ -212,20 +219,20 @@ func (c *Client) queue(addr string) (*session.Dialer, time.Duration) {
 	case err != nil:
 		if c.ctx.Err() != nil {
 			d.Close()
-			return nil, 0
+			return nil, false, 0
 		}
-		return d, 0
+		return d, false, 0
 	case a.Admit == session.AdmitBusy:
 		d.Close()
-		return nil, max(a.Wait, probeWait)
+		return nil, false, max(a.Wait, probeWait)
 	case a.Admit == session.AdmitWait:
 		c.holdSessions()
 		if !c.pause(a.Wait) {
 			d.Close()
-			return nil, 0
+			return nil, false, 0
 		}
 	}
-	return d, 0
+	return d, a.Admit != session.AdmitNone, 0
 }
 
 // holdSessions tells every session's tracker that the cluster answered a
@@ -356,8 +363,8 @@ func (c *Client) survey() survey {
 // race dials cands, each attempt starting when the previous one failed or
 // after attemptStagger, and returns the first link set up; else the last
 // failure, with the leader a refusing member named. d, when not nil, is
-// the socket to dial cands[0] from (it holds a slot there).
-func (c *Client) race(cands []string, d *session.Dialer) attempt {
+// the socket to dial cands[0] from; slot: it holds a slot there.
+func (c *Client) race(cands []string, d *session.Dialer, slot bool) attempt {
 	ctx, cancel := context.WithCancel(c.ctx)
 	results := make(chan attempt, len(cands))
 	next, running := 0, 0
@@ -365,10 +372,10 @@ func (c *Client) race(cands []string, d *session.Dialer) attempt {
 		addr := cands[next]
 		next++
 		running++
-		from := d
-		d = nil
+		from, patient := d, slot
+		d, slot = nil, false
 		go func() {
-			l, leader, err := c.establish(ctx, addr, from)
+			l, leader, err := c.establish(ctx, addr, from, patient)
 			results <- attempt{addr: addr, l: l, leader: leader, err: err}
 		}()
 	}
