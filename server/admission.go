@@ -238,10 +238,14 @@ func (a *admission) handshaking() int {
 }
 
 // refusedWithin reports whether a connection attempt was refused for load
-// (rate or in flight; not a failing host's) within d.
+// (rate or in flight; not a failing host's), or queued or told busy,
+// within d, or a client holds a reservation now: one about to come back
+// is as much alive and trying as one turned away (a storm's last clients
+// are told "come now", and expiry must not run between the answer and
+// their resume).
 func (a *admission) refusedWithin(d time.Duration) bool {
 	last := a.lastRef.Load()
-	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
+	return (last != 0 && a.now().Sub(time.Unix(0, last)) < d) || a.reservations() > 0
 }
 
 // refusedSince reports whether a connection attempt was refused for load

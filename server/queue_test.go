@@ -167,6 +167,12 @@ func TestQueueBounds(t *testing.T) {
 // for it.
 func TestQueueExpiry(t *testing.T) {
 	a, clk := testAdmission(AdmissionConfig{HandshakeRate: 10, HandshakeBurst: 1})
+	mustWait(t, a, 0, true) // come now: no refusal, no wait
+	clk.add(5 * time.Second)
+	if !a.refusedWithin(time.Second) {
+		t.Fatal("a client holding a slot does not hold expiry")
+	}
+	delete(a.held, addrKey(client(0)))
 	for i := range 5 {
 		mustWait(t, a, i, true)
 	}
@@ -174,6 +180,9 @@ func TestQueueExpiry(t *testing.T) {
 	a.adjust(0)
 	if h, e := a.reservations(), a.qstats.expired.Load(); h != 0 || e != 5 {
 		t.Fatalf("%d held and %d expired after their TTL, want 0 and 5", h, e)
+	}
+	if a.refusedWithin(time.Second) {
+		t.Fatal("the expiry hold outlives the reservations")
 	}
 	// 2.4s refilled the 4 owed tokens and the burst's: one attempt, not two.
 	if _, err := a.Admit(client(0)); err != nil {
