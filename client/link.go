@@ -87,13 +87,25 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
-// establish dials addr, says Hello and resumes every live session. When
+// establish dials addr (from d when not nil, else from a new socket;
+// patient: d holds a slot there, so the handshake may take
+// slotHandshakeTimeout), says Hello and resumes every live session. When
 // the member is not the leader it returns the leader's address it named
 // (possibly "") with the error.
-func (c *Client) establish(ctx context.Context, addr string) (*link, string, error) {
+func (c *Client) establish(ctx context.Context, addr string, d *session.Dialer, patient bool) (*link, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
-	conn, err := session.Dial(ctx, addr, c.tls, c.tcfg)
+	if d == nil {
+		var err error
+		if d, err = session.NewDialer(); err != nil {
+			return nil, "", err
+		}
+	}
+	tcfg := c.tcfg
+	if patient {
+		tcfg.HandshakeTimeout = max(tcfg.HandshakeTimeout, slotHandshakeTimeout)
+	}
+	conn, err := d.Dial(ctx, addr, c.tls, tcfg)
 	if err != nil {
 		return nil, "", err
 	}

@@ -191,6 +191,11 @@ type admission struct {
 	lastDone, lastLost uint64
 	failing            map[string]*bucket // hosts that had a failed handshake
 	probes             map[string]*bucket
+	// held are the reservations by source address (queue.go); newAhead
+	// the slots of new sessions' reservations still ahead, in order.
+	held     map[string]reservation
+	newAhead []time.Time
+	qstats   queueStats
 
 	refused  sync.Map         // reason → *atomic.Uint64
 	lastRef  atomic.Int64     // unix nanos of the last refused connection attempt
@@ -207,6 +212,7 @@ func newAdmission(cfg AdmissionConfig, now func() time.Time) *admission {
 		bucket:  newBucket(cfg.HandshakeRate, float64(cfg.HandshakeBurst), now()),
 		failing: map[string]*bucket{},
 		probes:  map[string]*bucket{},
+		held:    map[string]reservation{},
 	}
 	a.flightCap = cfg.MaxHandshakesInFlight
 	a.rateNow.Store(uint64(cfg.HandshakeRate))
@@ -232,17 +238,21 @@ func (a *admission) handshaking() int {
 }
 
 // refusedWithin reports whether a connection attempt was refused for load
-// (rate or in flight; not a failing host's) within d.
+// (rate or in flight; not a failing host's), or queued or told busy,
+// within d, or a client holds a reservation now: one about to come back
+// is as much alive and trying as one turned away (a storm's last clients
+// are told "come now", and expiry must not run between the answer and
+// their resume).
 func (a *admission) refusedWithin(d time.Duration) bool {
 	last := a.lastRef.Load()
-	return last != 0 && a.now().Sub(time.Unix(0, last)) < d
+	return (last != 0 && a.now().Sub(time.Unix(0, last)) < d) || a.reservations() > 0
 }
 
 // takingIn reports whether clients are still being taken in: an attempt
-// was refused for load, or an admitted handshake ended, within d, or one
-// is in flight now.
+// was refused for load (or queued, or told busy), or an admitted
+// handshake ended, within d, or one is in flight or reserved now.
 func (a *admission) takingIn(d time.Duration) bool {
-	if a.refusedWithin(d) || a.handshaking() > 0 {
+	if a.refusedWithin(d) || a.handshaking() > 0 || a.reservations() > 0 {
 		return true
 	}
 	last := a.lastEnd.Load()
@@ -269,6 +279,11 @@ func (a *admission) Admit(remote net.Addr) (func(session.HandshakeEnd), error) {
 		if fb.tokens < 1 {
 			return nil, a.refuse(refusedHost)
 		}
+	}
+	if a.inFlight < a.cfg.MaxHandshakesInFlight && a.takeReservation(remote, now) {
+		// Charged when it was reserved (queue.go).
+		a.inFlight++
+		return func(how session.HandshakeEnd) { a.ended(host, how) }, nil
 	}
 	if a.inFlight >= min(a.cfg.MaxHandshakesInFlight, a.flightCap) {
 		return nil, a.refuse(refusedInFlight)
@@ -412,4 +427,5 @@ func (a *admission) adjust(worst time.Duration) {
 			delete(a.probes, h)
 		}
 	}
+	a.expireReservations(now)
 }

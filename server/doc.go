@@ -193,6 +193,34 @@
 //     flight are bounded by what the member completed per second times
 //     500ms, and an interval in which clients abandoned more than a
 //     quarter of the handshakes that ended halves the rate.
+//     The admission queue (queue.go): the probe is the queue. A refused
+//     attempt's CONNECTION_REFUSED is sent from a queue of four that
+//     quic-go drops past, so most refused clients heard silence, could
+//     not tell busy from dead and came back every second (after a kill of
+//     a 3,000-session leader the new one refused 629,021 attempts while
+//     admitting about 20/s, and 2,733 first calls failed within 60s). A
+//     client about to dial now asks the leader in its probe, from the
+//     socket it will dial from, "may I connect?", saying whether it
+//     brings back live sessions. The rule: the leader answers with a slot
+//     reserved for that source address on its token bucket's schedule
+//     (the bucket goes into debt: a slot is when the bucket would hold
+//     the reservation's token at its current rate), "come now" or "come
+//     in W"; reconnects are scheduled ahead of every new session still
+//     waiting, new sessions behind everything; a reconnect is queued at
+//     most 3s ahead and a new session 1s, past that (or past 8,192
+//     reservations held) the answer is "busy, ask again in W", which the
+//     client trusts because it heard it. The reserved attempt is admitted
+//     without a second charge; unreserved attempts (old clients, asks
+//     that went unanswered) pass the bucket as before, so behind the
+//     queue. Stability: the queue changes when clients come, not how
+//     many handshakes a second the member admits (each reservation is
+//     one token taken from the same AIMD bucket; jumping reconnects over
+//     waiting new sessions admits at most those new sessions' tokens, 1s
+//     of rate, beyond it), and its memory is bounded by count and age (a
+//     reservation unused 2s past its slot is forgotten, its token not
+//     given back). A dead leader still gives silence or an ICMP refusal
+//     to the survey's probes, so failover is as fast as before: the ask
+//     is one more datagram to the member that just answered as leader.
 //  3. A failure detector that tells a dead leader from a slow one
 //     (crashdetect.go). A crashed leader's kernel closes its raft
 //     connections and its raft port refuses new ones; a slow, stopped or
@@ -217,9 +245,10 @@
 //   - The leader (package lease): a new leader gives every session a full
 //     TTL plus a grace of twice the time admitting one connection per
 //     session takes at HandshakeRate (reconnectGrace), and once its
-//     admission control refused a client for load it expires nothing
-//     while it is still taking clients in (it refused an attempt for
-//     load, or a handshake ended, within 3s, or one is in flight: longer
+//     admission control refused (or queued, or told busy) a client for
+//     load it expires nothing while it is still taking clients in (it
+//     refused, queued or told busy an attempt for load, or a handshake
+//     ended, within 3s, or one is in flight or reserved: longer
 //     than a refused client's way back, a 1s back-off behind a 1s silent
 //     refusal), up to MaxReconnectGrace (45s) after it loaded the
 //     sessions. In steady state, while it refuses clients for load (an

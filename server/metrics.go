@@ -127,6 +127,10 @@ var (
 	descAdmRate        = prometheus.NewDesc("latch_admission_handshake_rate", "Full TLS handshakes per second admission control lets in now (lowered while the scheduler runs late).", []string{"member"}, nil)
 	descAdmEnds        = prometheus.NewDesc("latch_admission_handshakes_total", "Admitted client handshakes by how they ended: full, resumed, failed (TLS refused the client's credentials) or abandoned (the client went away or silent).", []string{"member", "end"}, nil)
 	descAdmInFlight    = prometheus.NewDesc("latch_admission_handshakes_in_flight", "Client handshakes admitted and not yet ended (cap: --max-handshakes-in-flight).", []string{"member"}, nil)
+	descAdmQueue       = prometheus.NewDesc("latch_admission_reservations_total", "Admission queue events for clients that asked to connect: made (a slot now or later), used (the client came and was let in uncharged), expired (it did not come), busy (the queue was full: ask again later).", []string{"member", "event"}, nil)
+	descAdmQueueWait   = prometheus.NewDesc("latch_admission_queue_wait_seconds_total", "Waits given with reservations, summed (divide by the made reservations for the mean).", []string{"member"}, nil)
+	descAdmQueueNow    = prometheus.NewDesc("latch_admission_queue_seconds", "The wait a reconnecting client asking now would be given.", []string{"member"}, nil)
+	descAdmQueueHeld   = prometheus.NewDesc("latch_admission_reservations_held", "Reservations made and not yet used or expired.", []string{"member"}, nil)
 	descSchedLag       = prometheus.NewDesc("latch_scheduler_lag_seconds", "Worst lateness of a 10ms ticker over the last 100ms: how long runnable goroutines wait for a CPU.", []string{"member"}, nil)
 	descResumeFailures = prometheus.NewDesc("latch_resume_failures_total", "Session resumes that failed for a wrong secret or identity, refused by the limiter or not.", []string{"member"}, nil)
 	descResumeRefused  = prometheus.NewDesc("latch_resume_refused_total", "Session resumes refused by the failed-resume limiter, by what was out of tokens: the connection or the host (--max-failed-resumes-per-host).", []string{"member", "by"}, nil)
@@ -148,7 +152,7 @@ func (c *memberCollector) remove(s *Server) {
 func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descApplied, descCommit, descLast, descTerm, descLeader, descRestores,
 		descStreams, descRefused, descWatchBacklog, descBacklogResyncs, descHeldLocks, descPingsEchoed,
-		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descAdmEnds, descAdmInFlight, descSchedLag, descResumeFailures, descResumeRefused} {
+		descHandshakes, descCapLimit, descCapUsed, descAdmRefused, descAdmRate, descAdmEnds, descAdmInFlight, descAdmQueue, descAdmQueueWait, descAdmQueueNow, descAdmQueueHeld, descSchedLag, descResumeFailures, descResumeRefused} {
 		ch <- d
 	}
 	for _, d := range readDescs {
@@ -220,6 +224,13 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	for how, end := range []string{"failed", "abandoned", "full", "resumed"} {
 		ch <- prometheus.MustNewConstMetric(descAdmEnds, prometheus.CounterValue, float64(f.adm.ends[how].Load()), id, end)
 	}
+	q := &f.adm.qstats
+	for outcome, n := range map[string]uint64{"made": q.made.Load(), "used": q.used.Load(), "expired": q.expired.Load(), "busy": q.busy.Load()} {
+		ch <- prometheus.MustNewConstMetric(descAdmQueue, prometheus.CounterValue, float64(n), id, outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(descAdmQueueWait, prometheus.CounterValue, time.Duration(q.waited.Load()).Seconds(), id)
+	gauge(descAdmQueueNow, f.adm.queueWait().Seconds())
+	gauge(descAdmQueueHeld, float64(f.adm.reservations()))
 	gauge(descSchedLag, time.Duration(f.adm.lagNanos.Load()).Seconds())
 	f.collectReads(ch, id)
 }

@@ -56,10 +56,11 @@ func (f *front) leadershipMoved() {
 }
 
 // probeLoop answers leader probes (session.Probe) on the client port
-// until the listener closes.
+// until the listener closes. The ready leader also answers a client's
+// ask for admission with a slot on its schedule (queue.go).
 func (f *front) probeLoop() {
 	for {
-		nonce, from, err := f.ln.ReadProbe(f.s.ctx)
+		nonce, ask, from, err := f.ln.ReadProbe(f.s.ctx)
 		if err != nil {
 			return
 		}
@@ -69,6 +70,9 @@ func (f *front) probeLoop() {
 		a := session.ProbeAnswer{Member: f.s.cfg.ID, IsLeader: f.keep.Serving() == nil}
 		if id := f.s.followedLeader(); id != "" && id != f.s.cfg.ID {
 			a.Leader = f.s.memberInfo(id).ClientAddr
+		}
+		if ask.Connect && a.IsLeader {
+			a.Admit, a.Wait = f.adm.reserve(from, ask.Resume)
 		}
 		if err := f.ln.AnswerProbe(nonce, from, a); err != nil {
 			f.log.Debug("probe answer not sent", "to", from, "err", err)

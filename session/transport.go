@@ -301,20 +301,11 @@ func ignoreClosed(err error) error {
 // ClientSessionCache, the session tickets in it are kept per address
 // (see resumeAt).
 func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*Conn, error) {
-	if err := cfg.Validate(); err != nil {
+	d, err := NewDialer()
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	qc, err := quic.DialAddr(ctx, addr, resumeAt(pinTLS(tlsConf), addr), ClientQUICConfig(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("latch: dial %s: %w", addr, err)
-	}
-	conn := &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize, noMux: cfg.DisableMux}
-	if cfg.FailureTimeout > 0 && qc.ConnectionState().SupportsDatagrams.Remote {
-		conn.dog = newWatchdog(conn, cfg.FailureTimeout)
-		go conn.dog.run() // ends with the connection
-	}
-	return conn, nil
+	return d.Dial(ctx, addr, tlsConf, cfg)
 }
 
 // resumeAt keeps c's session tickets per server address. A member's

@@ -223,6 +223,7 @@ func (r *Report) WriteTable(w io.Writer) {
 			row("lost, failed", "%d sessions lost (%d ended by the cluster, %d given up by their client), %d first calls failed", k.Lost, k.LostByServer, k.Lost-k.LostByServer, k.Failed)
 			row("reconnect", "p50 %s, p90 %s, p99 %s, max %s (%d clients)", dur(k.Reconnect.P50), dur(k.Reconnect.P90), dur(k.Reconnect.P99), dur(k.Reconnect.Max), k.Reconnect.Count)
 			row("new leader admitted", "%d full and %d resumed handshakes, %d abandoned by their client; %d attempts refused for load", k.FullHandshakes, k.Resumed, k.Abandoned, k.RefusedForLoad)
+			row("new leader's queue", "%d slots reserved (%d used, %d expired, mean wait %s), %d busy answers", k.Reserved, k.ReservedUsed, k.ReservedLapse, dur(k.QueueWait), k.Busy)
 		}
 		if f := s.Flood; f != nil {
 			row("lock cycles, quiet", "%s/s, p99 %s (%s)", num(f.QuietCyclesPerSec), dur(f.QuietP99), dur(f.Duration))

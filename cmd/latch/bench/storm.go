@@ -82,6 +82,14 @@ type StormKill struct {
 	FullHandshakes int    `json:"full_handshakes"`
 	Resumed        int    `json:"resumed_handshakes"`
 	Abandoned      int    `json:"abandoned_handshakes"`
+	// Its admission queue (server/queue.go): slots reserved for clients
+	// that asked, used by their handshake, expired unused, busy answers
+	// ("ask again later"), and the mean wait a reservation was given.
+	Reserved      int    `json:"reserved"`
+	ReservedUsed  int    `json:"reserved_used"`
+	ReservedLapse int    `json:"reserved_expired"`
+	Busy          int    `json:"busy_answers"`
+	QueueWait     Millis `json:"queue_wait_mean_ms"`
 }
 
 // StormFlood is the flood comparison of a storm run.
@@ -326,6 +334,11 @@ func (r *runner) kill(st *Storm, h *held, sc *scraper, tw *termWatch) error {
 			k.RefusedForLoad = a.refused - b.refused
 			k.Resumed, k.FullHandshakes = a.res-b.res, a.full-b.full
 			k.Abandoned = a.abandoned - b.abandoned
+			k.Reserved, k.ReservedUsed = a.reserved-b.reserved, a.used-b.used
+			k.ReservedLapse, k.Busy = a.expired-b.expired, a.busy-b.busy
+			if k.Reserved > 0 {
+				k.QueueWait = Millis((a.waited - b.waited) / time.Duration(k.Reserved))
+			}
 		}
 	}
 	return nil
@@ -474,6 +487,8 @@ type admissionCount struct {
 	sc                            *scraper
 	id                            string
 	refused, res, full, abandoned int
+	reserved, used, expired, busy int
+	waited                        time.Duration
 }
 
 // admissionCounters reads the admission counters of every member but
@@ -505,15 +520,50 @@ func (c admissionCount) read(r *runner) admissionCount {
 	ctx, cancel := r.opCtx()
 	defer cancel()
 	n := admissionCount{sc: c.sc, id: c.id}
-	n.refused, _ = c.sc.counter(ctx, "latch_admission_refused_total")
-	n.abandoned, _ = c.sc.counter(ctx, abandonedSeries)
+	// One scrape for every series: a member under a storm answers slowly,
+	// and a scrape per series ran past the deadline.
+	var body []byte
+	_ = c.sc.get(ctx, "/metrics", func(rd io.Reader) error {
+		var err error
+		body, err = io.ReadAll(rd)
+		return err
+	})
+	text := string(body)
+	n.refused = int(sumLabeled(text, "latch_admission_refused_total", ""))
+	n.abandoned = int(sumLabeled(text, "latch_admission_handshakes_total", `end="abandoned"`))
+	n.reserved = int(sumLabeled(text, "latch_admission_reservations_total", `event="made"`))
+	n.used = int(sumLabeled(text, "latch_admission_reservations_total", `event="used"`))
+	n.expired = int(sumLabeled(text, "latch_admission_reservations_total", `event="expired"`))
+	n.busy = int(sumLabeled(text, "latch_admission_reservations_total", `event="busy"`))
+	n.waited = time.Duration(sumLabeled(text, "latch_admission_queue_wait_seconds_total", "") * float64(time.Second))
 	n.res, n.full, _, _ = c.sc.handshakes(ctx, c.id)
 	return n
 }
 
-// abandonedSeries is the admission metric of handshakes admitted and
-// abandoned by their client.
-const abandonedSeries = `latch_admission_handshakes_total{end="abandoned"}`
+// sumLabeled sums the samples of the series name in the Prometheus text
+// whose labels include label (`end="abandoned"`; "" for all). The
+// exposition sorts labels by name, so a label is not always first.
+func sumLabeled(text, name, label string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}')
+		if label != "" && (end < 0 || !strings.Contains(rest[:end], label)) {
+			continue
+		}
+		fields := strings.Fields(rest[end+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
 
 // leaderScraper waits for a leader other than old and returns a scraper
 // of its admin endpoint.
