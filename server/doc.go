@@ -135,8 +135,10 @@
 //     (handoff.go), so the cluster keeps serving.
 //   - A disk that stops answering (stall.go): a raft log write in flight
 //     for longer than Config.StorageStallTimeout fails the member with
-//     ErrStorageStalled and latchd exits at once, so a stuck leader's
-//     heartbeats stop and the others elect.
+//     ErrStorageStalled; the member first closes its raft listener and
+//     every raft connection itself (sever.go: a process stuck in a frozen
+//     file system cannot finish exiting), so the others see it die and
+//     elect at once, then latchd exits.
 //   - Restore (snapshotcheck.go, backup.go): a backup, and every snapshot
 //     raft installs, is checked whole by store.CheckSnapshot (checksum,
 //     metadata, every lock request has its session and its own node)
