@@ -92,9 +92,9 @@ func appendNew(list []string, s string) []string {
 // slotHandshakeTimeout), says Hello and resumes every live session. When
 // the member is not the leader it returns the leader's address it named
 // (possibly "") with the error.
-func (c *Client) establish(ctx context.Context, addr string, d *session.Dialer, patient bool) (*link, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-	defer cancel()
+func (c *Client) establish(parent context.Context, addr string, d *session.Dialer, patient bool) (*link, string, error) {
+	dctx, dcancel := context.WithTimeout(parent, c.cfg.DialTimeout)
+	defer dcancel()
 	if d == nil {
 		var err error
 		if d, err = session.NewDialer(); err != nil {
@@ -105,10 +105,18 @@ func (c *Client) establish(ctx context.Context, addr string, d *session.Dialer, 
 	if patient {
 		tcfg.HandshakeTimeout = max(tcfg.HandshakeTimeout, slotHandshakeTimeout)
 	}
-	conn, err := d.Dial(ctx, addr, c.tls, tcfg)
+	conn, err := d.Dial(dctx, addr, c.tls, tcfg)
 	if err != nil {
 		return nil, "", err
 	}
+	// The member took us in: it is alive, and the sessions it is about
+	// to take back are held while it does (holdSessions). Hello and the
+	// resumes get a DialTimeout of their own: a handshake that used most
+	// of it (a storm's queue and a loaded leader) must not make them fail
+	// on arrival and send the client back into the storm.
+	c.holdSessions()
+	ctx, cancel := context.WithTimeout(parent, c.cfg.DialTimeout)
+	defer cancel()
 	hello, err := session.Hello(ctx, conn, c.cfg.ClientName)
 	if err != nil {
 		conn.CloseWithError(session.ConnClosed, "")

@@ -98,6 +98,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg
 		}
 		tc.ServerName = host
 	}
+	start := time.Now()
 	qc, err := d.tr.Dial(ctx, to, tc, ClientQUICConfig(cfg))
 	if err != nil {
 		d.Close()
@@ -106,7 +107,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg
 	context.AfterFunc(qc.Context(), func() { d.Close() })
 	conn := &Conn{Conn: qc, maxFrame: cfg.MaxFrameSize, noMux: cfg.DisableMux}
 	if cfg.FailureTimeout > 0 && qc.ConnectionState().SupportsDatagrams.Remote {
-		conn.dog = newWatchdog(conn, cfg.FailureTimeout)
+		conn.dog = newWatchdog(conn, cfg.FailureTimeout, time.Since(start))
 		go conn.dog.run() // ends with the connection
 	}
 	return conn, nil

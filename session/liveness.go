@@ -63,7 +63,23 @@ type watchdog struct {
 	// member: an answer proves it alive as well as an echo does, so a
 	// connection whose calls are being answered needs no pings.
 	frame atomic.Int64
+	// patience is how long the member took to let this client in (its
+	// handshake), doubled and capped at maxPatience: a member that took
+	// seconds to admit a client is loaded (a reconnect storm), and a
+	// silence shorter than that from it is no sign of death. Giving it up
+	// then only sent the client back into the storm: after a SIGKILL of
+	// a leader holding 3,000 sessions, the new leader completed 13,176
+	// handshakes for those 3,000 clients. It applies for patienceWindow
+	// after the connection was made; on a quiet member (handshakes of
+	// milliseconds) it is below FailureTimeout and changes nothing.
+	patience time.Duration
 }
+
+// maxPatience caps patience; patienceWindow is how long it lasts.
+const (
+	maxPatience    = 5 * time.Second
+	patienceWindow = 30 * time.Second
+)
 
 // heard records that a frame from the member was just read. Frames are
 // read by goroutines blocked on their streams, as they arrive, so the
@@ -74,8 +90,9 @@ func (w *watchdog) heard() {
 	}
 }
 
-func newWatchdog(conn *Conn, failure time.Duration) *watchdog {
-	return &watchdog{conn: conn, failure: failure, start: time.Now(), wake: make(chan struct{}, 1)}
+func newWatchdog(conn *Conn, failure, handshake time.Duration) *watchdog {
+	return &watchdog{conn: conn, failure: failure, start: time.Now(), wake: make(chan struct{}, 1),
+		patience: min(2*handshake, maxPatience)}
 }
 
 // begin counts a call waiting on the connection; call the returned func
@@ -174,7 +191,11 @@ func (w *watchdog) watch(ctx context.Context) bool {
 func (w *watchdog) limit() time.Duration {
 	st := w.conn.ConnectionStats()
 	pto := st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + maxAckDelay
-	return max(w.failure, 3*pto)
+	limit := max(w.failure, 3*pto)
+	if w.since() < patienceWindow {
+		limit = max(limit, w.patience)
+	}
+	return limit
 }
 
 // maxAckDelay is quic-go's max_ack_delay (the QUIC default, RFC 9000

@@ -301,3 +301,28 @@ func TestWatchdogAnswersStandForEchoes(t *testing.T) {
 	default:
 	}
 }
+
+// TestWatchdogPatienceWithASlowMember: a member that took long to let the
+// client in (its handshake; a reconnect storm) is given that long, twice,
+// before its silence closes the connection, for patienceWindow after the
+// connection was made; afterwards FailureTimeout rules again.
+func TestWatchdogPatienceWithASlowMember(t *testing.T) {
+	s, cli := startPingServer(t)
+	const failure = 100 * time.Millisecond
+	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: failure})
+	dog := conn.dog
+	if want := min(2*time.Second, maxPatience); newWatchdog(conn, failure, time.Second).patience != want {
+		t.Fatalf("a 1s handshake gives patience %v, want %v", newWatchdog(conn, failure, time.Second).patience, want)
+	}
+	if p := newWatchdog(conn, failure, time.Minute).patience; p != maxPatience {
+		t.Fatalf("a 1m handshake gives patience %v, want the cap %v", p, maxPatience)
+	}
+	dog.patience = 3 * time.Second
+	if l := dog.limit(); l < 3*time.Second {
+		t.Fatalf("limit %v right after a slow admission, want at least the patience 3s", l)
+	}
+	dog.start = dog.start.Add(-patienceWindow)
+	if l := dog.limit(); l >= 3*time.Second {
+		t.Fatalf("limit %v past patienceWindow, want FailureTimeout (or the path's probe timeouts) again", l)
+	}
+}
