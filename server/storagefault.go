@@ -55,14 +55,15 @@ func (s *Server) fail(cause error) {
 		return
 	}
 	s.failErr = fmt.Errorf("%w: %w", ErrMemberFailed, cause)
-	close(s.failedC)
-	s.mu.Unlock()
 	stalled := errors.Is(cause, ErrStorageStalled)
 	if stalled && s.sever != nil {
 		// raft is stuck in the write: no hand-over can run, and the
-		// process may not be able to exit (sever.go).
+		// process may not be able to exit (sever.go). Severed before
+		// Failed closes: whoever sees the failure sees a dead port.
 		s.sever.sever()
 	}
+	close(s.failedC)
+	s.mu.Unlock()
 	registerIntegrityMetrics()
 	memberFailedGauge.WithLabelValues(s.cfg.ID).Set(1)
 	s.log.Error("this member stops serving: its state cannot be trusted; replace its data dir (start it empty with --join) or restore a snapshot",
