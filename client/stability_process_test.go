@@ -278,77 +278,17 @@ func TestLeaderKillKeepsEverySession(t *testing.T) {
 	leader := c.WaitLeader(t)
 	// The tickets the clients get must open on the next leader: every
 	// member must hold the others' ticket keys before the kill.
-	proc.Eventually(t, "ticket keys shared", func() error {
-		for _, nd := range c.Nodes {
-			if !strings.Contains(nd.Logs(), "TLS ticket keys shared with every member") {
-				return fmt.Errorf("%s has not fetched every member's ticket key", nd.ID)
-			}
-		}
-		return nil
-	})
-	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls := make([]*Client, clients)
-	var wg sync.WaitGroup
-	var dialErr atomic.Value
-	sem := make(chan struct{}, 16)
-	for i := range cls {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
-			defer cancel()
-			conf := tlsConf.Clone()
-			conf.ClientSessionCache = session.NewTicketCache() // its own, as a separate process has
-			cl, err := Dial(ctx, Config{Endpoints: c.ClientAddrs(), TLS: conf, SessionTTL: 5 * time.Second})
-			if err != nil {
-				dialErr.CompareAndSwap(nil, err)
-				return
-			}
-			cls[i] = cl
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, cl := range cls {
-			if cl != nil {
-				cl.Close()
-			}
-		}
-	})
-	if err, _ := dialErr.Load().(error); err != nil {
-		t.Fatal(err)
-	}
+	waitTicketKeysShared(t, c)
+	cls := dialEach(t, c, clients, 16, 5*time.Second)
 
 	c.Nodes[leader].Kill(t)
 	next := c.WaitLeader(t)
 	term := maxTerm(t, c)
 
 	// Every client makes a call on the new leader; none may fail.
-	var failed atomic.Int64
-	for i, cl := range cls {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
-			defer cancel()
-			if _, _, err := cl.Exists(ctx, "/"); err != nil {
-				failed.Add(1)
-				t.Errorf("client %d after the failover: %v", i, err)
-			}
-		})
-	}
-	wg.Wait()
-	lost := 0
-	for _, cl := range cls {
-		select {
-		case <-cl.Session().Done():
-			lost++
-		default:
-		}
-	}
-	if lost > 0 || failed.Load() > 0 {
-		t.Fatalf("%d of %d sessions lost, %d calls failed over the failover", lost, clients, failed.Load())
+	lost, failed := callEach(t, cls)
+	if lost > 0 || failed > 0 {
+		t.Fatalf("%d of %d sessions lost, %d calls failed over the failover", lost, clients, failed)
 	}
 	if now := maxTerm(t, c); now != term {
 		t.Fatalf("term %d after the election, %d once the clients were back: the reconnect storm cost an election", term, now)
@@ -444,4 +384,90 @@ func TestClientsHoldSessionsWhileNoLeaderTakesThemBack(t *testing.T) {
 			t.Errorf("client %d lost its session: %v", i, err)
 		}
 	}
+}
+
+// waitTicketKeysShared waits until every member logged that it holds
+// every member's TLS ticket key.
+func waitTicketKeysShared(t *testing.T, c *proc.Cluster) {
+	t.Helper()
+	proc.Eventually(t, "ticket keys shared", func() error {
+		for _, nd := range c.Nodes {
+			if !strings.Contains(nd.Logs(), "TLS ticket keys shared with every member") {
+				return fmt.Errorf("%s has not fetched every member's ticket key", nd.ID)
+			}
+		}
+		return nil
+	})
+}
+
+// dialEach dials n clients, each with its own ticket cache (as separate
+// processes have), at most parallel at once (0: all at once), and closes
+// them at the end of the test.
+func dialEach(t *testing.T, c *proc.Cluster, n, parallel int, ttl time.Duration) []*Client {
+	t.Helper()
+	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cls := make([]*Client, n)
+	t.Cleanup(func() {
+		for _, cl := range cls {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	})
+	if parallel <= 0 {
+		parallel = n
+	}
+	var wg sync.WaitGroup
+	var dialErr atomic.Value
+	sem := make(chan struct{}, parallel)
+	for i := range cls {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
+			defer cancel()
+			conf := tlsConf.Clone()
+			conf.ClientSessionCache = session.NewTicketCache()
+			cl, err := Dial(ctx, Config{Endpoints: c.ClientAddrs(), TLS: conf, SessionTTL: ttl})
+			if err != nil {
+				dialErr.CompareAndSwap(nil, fmt.Errorf("client %d: %w", i, err))
+				return
+			}
+			cls[i] = cl
+		})
+	}
+	wg.Wait()
+	if err, _ := dialErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	return cls
+}
+
+// callEach makes one call from every client at once and returns how many
+// sessions were lost and how many calls failed (each failure reported).
+func callEach(t *testing.T, cls []*Client) (lost, failed int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var nfailed atomic.Int64
+	for i, cl := range cls {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
+			defer cancel()
+			if _, _, err := cl.Exists(ctx, "/"); err != nil {
+				nfailed.Add(1)
+				t.Errorf("client %d's first call after the failover: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, cl := range cls {
+		if err := cl.Session().Err(); err != nil {
+			lost++
+			t.Errorf("session lost: %v", err)
+		}
+	}
+	return lost, int(nfailed.Load())
 }
