@@ -82,13 +82,6 @@ func (l *severLayer) sever() {
 	}
 }
 
-// count returns how many connections are open (tests).
-func (l *severLayer) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
-
 type severConn struct {
 	net.Conn
 	l *severLayer
