@@ -88,7 +88,7 @@ func (f *front) acl(ctx context.Context, _ *clientConn, req *session.Request) (*
 
 func (f *front) aclChange(op namespace.Op) unaryHandler {
 	return func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
-		res, err := f.propose(ctx, &namespace.Command{Op: op, ACL: req.ACL, Identity: c.identity})
+		res, err := f.propose(ctx, &namespace.Command{Op: op, ACL: req.ACL, Identity: c.Identity()})
 		if err != nil {
 			return nil, err
 		}

@@ -153,7 +153,12 @@ func (m adminMember) HashCheck(ctx context.Context) (uint64, error) {
 
 func (m adminMember) IsAdmin(identity string) bool { return m.s.isAdmin(identity) }
 func (m adminMember) Refused()                     { m.s.countRefused("admin") }
-func (m adminMember) TicketKey() []byte            { return m.s.ticketKey[:] }
+
+// TicketKey is this member's TLS session ticket key (quicfront/ticketkeys.go).
+func (m adminMember) TicketKey() []byte {
+	k := m.s.front.quic.TicketKey()
+	return k[:]
+}
 
 // adminFaults are the fault controls of a member started with
 // Config.FaultInjection: its raft stream layer and raft log store.

@@ -36,14 +36,14 @@ type apiConn struct {
 }
 
 func (m apiMember) Conn(identity string) httpapi.Conn {
-	return apiConn{f: m.f, c: &clientConn{f: m.f, identity: identity, attached: map[uint64]struct{}{}}}
+	return apiConn{f: m.f, c: m.f.quic.NewConn(identity)}
 }
 
-func (c apiConn) Attach(id uint64) { c.c.attach(id) }
+func (c apiConn) Attach(id uint64) { c.c.Attach(id) }
 
-// Call runs req through front.call, the path both fronts take.
+// Call runs req through the QUIC front's Call, the path both fronts take.
 func (c apiConn) Call(ctx context.Context, req *session.Request) (*session.Response, error) {
-	return c.f.call(ctx, c.c, req)
+	return c.f.quic.Call(ctx, c.c, req)
 }
 
 // Acquire runs the lock service's acquisition engine for a long poll.

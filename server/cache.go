@@ -222,7 +222,7 @@ func (f *front) serveCache(ctx context.Context, c *clientConn, str *quic.Stream,
 		str.CancelRead(session.StreamDone) // ends the reader
 		wg.Wait()
 	}()
-	wg.Go(func() { t.readAcks(ctx, cancel, &wg, h, str, c.conn.MaxFrameSize()) })
+	wg.Go(func() { t.readAcks(ctx, cancel, &wg, h, str, c.MaxFrameSize()) })
 	for {
 		t.mu.Lock()
 		batch := h.queue

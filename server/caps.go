@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -61,22 +60,10 @@ func capError(sentinel error, name string, limit int, who string) error {
 // client's, when it has no certificate (the quota key needs it after a
 // leader change); nothing otherwise.
 func anonymousHost(c *clientConn) string {
-	if c.identity == "" {
-		return c.host
+	if c.Identity() == "" {
+		return c.Host()
 	}
 	return ""
-}
-
-// remoteHost is the IP of a client address ("" when it has none).
-func remoteHost(a net.Addr) string {
-	if u, ok := a.(*net.UDPAddr); ok {
-		return u.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
 
 // watchCounts counts open watches per identity across connections.

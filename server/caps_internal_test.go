@@ -60,7 +60,7 @@ func TestConnCap(t *testing.T) {
 	if !errors.As(context.Cause(extra.Context()), &ae) || ae.ErrorCode != session.ConnBusy || !strings.Contains(ae.ErrorMessage, "--max-conns") {
 		t.Fatalf("refused with %v, want ConnBusy naming --max-conns", context.Cause(extra.Context()))
 	}
-	if n := s.front.refusedConns.Load(); n != 1 {
+	if n := s.front.quic.Stats().RefusedConns; n != 1 {
 		t.Fatalf("refused connections counted %d", n)
 	}
 	conns[0].Close()
@@ -92,7 +92,7 @@ func TestStreamCap(t *testing.T) {
 		}
 	}
 	waitCond(t, "4 streams in flight", func() error {
-		if n := len(s.front.streams); n != 4 {
+		if n := s.front.quic.Stats().Streams; n != 4 {
 			return fmt.Errorf("%d streams", n)
 		}
 		return nil
@@ -379,12 +379,12 @@ func TestStalledStreamsGivenBack(t *testing.T) {
 			held := 0
 			for _, c := range cs {
 				stallStreams(t, ctx, c, perConn, body)
-				held = max(held, len(s.front.streams))
+				held = max(held, s.front.quic.Stats().Streams)
 			}
 			waitCond(t, "the stalled streams counted", func() error {
-				held = max(held, len(s.front.streams))
-				if n := s.front.refusedStreams.Load() + uint64(held); n < conns*perConn && held < streamCap {
-					return fmt.Errorf("%d held, %d refused", held, s.front.refusedStreams.Load())
+				held = max(held, s.front.quic.Stats().Streams)
+				if n := s.front.quic.Stats().RefusedStreams + uint64(held); n < conns*perConn && held < streamCap {
+					return fmt.Errorf("%d held, %d refused", held, s.front.quic.Stats().RefusedStreams)
 				}
 				return nil
 			})
@@ -392,7 +392,7 @@ func TestStalledStreamsGivenBack(t *testing.T) {
 			if held > streamCap {
 				t.Fatalf("%d streams held, cap %d", held, streamCap)
 			}
-			if s.front.refusedStreams.Load() == 0 {
+			if s.front.quic.Stats().RefusedStreams == 0 {
 				t.Fatalf("no stream refused: %d half-written streams with --max-streams %d", conns*perConn, streamCap)
 			}
 			if tc.close {
@@ -401,14 +401,14 @@ func TestStalledStreamsGivenBack(t *testing.T) {
 				}
 			}
 			waitCond(t, "every stream slot given back", func() error {
-				if n := len(s.front.streams); n != 0 {
+				if n := s.front.quic.Stats().Streams; n != 0 {
 					return fmt.Errorf("%d streams still held", n)
 				}
 				return nil
 			})
 			after := heapInUse()
 			t.Logf("held %d (cap %d), refused %d; heap %d KiB before, %d KiB stalled, %d KiB after",
-				held, streamCap, s.front.refusedStreams.Load(), base>>10, peak>>10, after>>10)
+				held, streamCap, s.front.quic.Stats().RefusedStreams, base>>10, peak>>10, after>>10)
 			if after > base+4<<20 {
 				t.Fatalf("heap %d KiB after the streams ended, %d KiB before: not given back", after>>10, base>>10)
 			}

@@ -8,15 +8,10 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// register installs the handlers of every message type this member serves.
-// Another part of the server (locks) adds its own with handleUnary and
-// handleStream before Start.
+// register installs the handlers of every message type this member serves
+// (the QUIC front answers Hello itself). Another part of the server
+// (locks) adds its own with handleUnary and handleStream before Start.
 func (f *front) register() {
-	f.unary = map[session.MsgType]unaryHandler{}
-	f.strm = map[session.MsgType]streamHandler{}
-	f.handleUnary(session.MsgHello, func(_ context.Context, c *clientConn, _ *session.Request) (*session.Response, error) {
-		return c.helloResponse(), nil // a repeated Hello is harmless
-	})
 	f.handleUnary(session.MsgOpenSession, f.openSession)
 	f.handleUnary(session.MsgResumeSession, f.resumeSession)
 	f.handleUnary(session.MsgKeepAlive, f.keepAlive)
@@ -45,17 +40,12 @@ func (f *front) register() {
 	f.registerCache()       // cache.go: MsgCache and the cache observer
 }
 
-// handleUnary makes h the handler of requests of type t.
-func (f *front) handleUnary(t session.MsgType, h unaryHandler) {
-	delete(f.strm, t)
-	f.unary[t] = h
-}
+// handleUnary makes h the handler of requests of type t (on the QUIC
+// front, whose Call the HTTP API's requests take too).
+func (f *front) handleUnary(t session.MsgType, h unaryHandler) { f.quic.HandleUnary(t, h) }
 
 // handleStream makes h the handler of streaming requests of type t.
-func (f *front) handleStream(t session.MsgType, h streamHandler) {
-	delete(f.unary, t)
-	f.strm[t] = h
-}
+func (f *front) handleStream(t session.MsgType, h streamHandler) { f.quic.HandleStream(t, h) }
 
 // readAt makes a read linearizable unless it asked for Stale, and returns
 // the revision to answer with: the applied index before the read, so that
@@ -237,7 +227,7 @@ func (f *front) canRead(c *clientConn, p string) error {
 	if err := namespace.ValidatePath(p, f.s.store.Limits()); err != nil {
 		return err
 	}
-	return f.s.store.Authorize(c.identity, p, namespace.PermRead)
+	return f.s.store.Authorize(c.Identity(), p, namespace.PermRead)
 }
 
 // readableChildren drops the names of children the client may not read: a
@@ -245,7 +235,7 @@ func (f *front) canRead(c *clientConn, p string) error {
 func (f *front) readableChildren(c *clientConn, parent string, names []string) []string {
 	out := names[:0]
 	for _, n := range names {
-		if f.s.store.Authorize(c.identity, namespace.Join(parent, n), namespace.PermRead) == nil {
+		if f.s.store.Authorize(c.Identity(), namespace.Join(parent, n), namespace.PermRead) == nil {
 			out = append(out, n)
 		}
 	}
@@ -276,7 +266,7 @@ func (f *front) create(ctx context.Context, c *clientConn, req *session.Request)
 	}
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpCreate, Path: req.Path, Data: req.Data, Flags: req.Flags, Session: req.Session,
-		Identity: c.identity,
+		Identity: c.Identity(),
 	})
 	if err != nil {
 		return nil, err
@@ -290,7 +280,7 @@ func (f *front) set(ctx context.Context, c *clientConn, req *session.Request) (*
 	}
 	res, err := f.propose(ctx, &namespace.Command{
 		Op: namespace.OpSet, Path: req.Path, Data: req.Data, Version: req.Version,
-		Session: req.Session, Identity: c.identity,
+		Session: req.Session, Identity: c.Identity(),
 	})
 	if err != nil {
 		return nil, err
@@ -305,7 +295,7 @@ func (f *front) delete(ctx context.Context, c *clientConn, req *session.Request)
 		return nil, fmt.Errorf("%w: recursive delete is done by the client, node by node", namespace.ErrBadCommand)
 	}
 	res, err := f.propose(ctx, &namespace.Command{
-		Op: namespace.OpDelete, Path: req.Path, Version: req.Version, Session: req.Session, Identity: c.identity,
+		Op: namespace.OpDelete, Path: req.Path, Version: req.Version, Session: req.Session, Identity: c.Identity(),
 	})
 	if err != nil {
 		return nil, err
@@ -321,7 +311,7 @@ func (f *front) multi(ctx context.Context, c *clientConn, req *session.Request) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := f.s.Propose(ctx, &namespace.Command{Op: namespace.OpMulti, Ops: ops, Identity: c.identity})
+	res, err := f.s.Propose(ctx, &namespace.Command{Op: namespace.OpMulti, Ops: ops, Identity: c.Identity()})
 	if err != nil {
 		return nil, err
 	}
@@ -400,15 +390,9 @@ func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*s
 			"client_addr":       st.ClientAddr,
 			"raft_addr":         st.RaftAddr,
 			"http_addr":         st.HTTPAddr,
-			"connections":       fmt.Sprint(f.connections()),
+			"connections":       fmt.Sprint(f.quic.Connections()),
 		},
 	}
 	_, leader := f.s.Leader()
 	return &session.Response{Status: info, Members: memberInfos(st.Members), Leader: leader}, nil
-}
-
-func (f *front) connections() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.conns)
 }

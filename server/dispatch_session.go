@@ -53,20 +53,20 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("%w: session secret: %v", session.ErrInternal, err)
 	}
-	release, err := f.keep.Reserve(c.identity, c.host, secret)
+	release, err := f.keep.Reserve(c.Identity(), c.Host(), secret)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	res, err := f.propose(ctx, &namespace.Command{
-		Op: namespace.OpSessionOpen, Secret: secret, TTLMillis: ttl.Milliseconds(), Identity: c.identity,
+		Op: namespace.OpSessionOpen, Secret: secret, TTLMillis: ttl.Milliseconds(), Identity: c.Identity(),
 		Host: anonymousHost(c),
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.keep.Opened(res.Session, ttl, lease.QuotaKey(c.identity, c.host), secret)
-	c.attach(res.Session)
+	f.keep.Opened(res.Session, ttl, lease.QuotaKey(c.Identity(), c.Host()), secret)
+	c.Attach(res.Session)
 	return &session.Response{Session: res.Session, Secret: secret, TTLMillis: ttl.Milliseconds(), Rev: res.Index}, nil
 }
 
@@ -77,7 +77,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
-	if err := f.resumes.allow(c); err != nil {
+	if err := c.AllowResume(); err != nil {
 		return nil, err
 	}
 	si, err := f.s.store.Session(req.Session)
@@ -89,14 +89,14 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	}
 	// The identity check keeps a secret stolen from one mTLS client from
 	// working for another; it is not a substitute for the secret.
-	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.identity) {
-		return nil, f.resumes.failed(c, req.Session) // resumelimit.go
+	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.Identity()) {
+		return nil, c.ResumeFailed(req.Session) // resumelimit.go
 	}
 	ttl, ok := f.keep.Renew(req.Session)
 	if !ok {
 		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
 	}
-	c.attach(req.Session)
+	c.Attach(req.Session)
 	return &session.Response{Session: req.Session, TTLMillis: ttl.Milliseconds()}, nil
 }
 
@@ -106,7 +106,7 @@ func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request
 		return nil, err
 	}
 	renew := func(id uint64) (time.Duration, error) {
-		if err := c.checkSession(id); err != nil {
+		if err := c.CheckSession(id); err != nil {
 			return 0, err
 		}
 		if id == 0 {
@@ -150,12 +150,12 @@ func (f *front) closeSession(ctx context.Context, c *clientConn, req *session.Re
 	}
 	res, err := f.propose(ctx, &namespace.Command{Op: namespace.OpSessionClose, Session: req.Session})
 	if errors.Is(err, namespace.ErrNoSession) {
-		c.detach(req.Session)
+		c.Detach(req.Session)
 		return nil, fmt.Errorf("%w: session %d", session.ErrSessionExpired, req.Session)
 	}
 	if err != nil {
 		return nil, err
 	}
-	c.detach(req.Session)
+	c.Detach(req.Session)
 	return &session.Response{Rev: res.Index}, nil
 }

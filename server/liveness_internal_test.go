@@ -37,16 +37,16 @@ func TestLivenessPingsEchoed(t *testing.T) {
 	if _, err := sr.Next(); err != nil { // the acknowledgement
 		t.Fatal(err)
 	}
-	for s.front.pingsEchoed.Load() < 12 { // three FailureTimeouts
+	for s.front.quic.Stats().PingsEchoed < 12 { // three FailureTimeouts
 		if err := context.Cause(conn.Context()); err != nil {
-			t.Fatalf("connection closed after %d pings (%d echoed): %v", conn.Pings(), s.front.pingsEchoed.Load(), err)
+			t.Fatalf("connection closed after %d pings (%d echoed): %v", conn.Pings(), s.front.quic.Stats().PingsEchoed, err)
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d pings sent, %d echoed", conn.Pings(), s.front.pingsEchoed.Load())
+			t.Fatalf("%d pings sent, %d echoed", conn.Pings(), s.front.quic.Stats().PingsEchoed)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if sent, echoed := conn.Pings(), s.front.pingsEchoed.Load(); echoed > sent {
+	if sent, echoed := conn.Pings(), s.front.quic.Stats().PingsEchoed; echoed > sent {
 		t.Fatalf("%d pings echoed, only %d sent", echoed, sent)
 	}
 }

@@ -449,7 +449,7 @@ func TestLockCall(t *testing.T) {
 
 	// A call whose client left before the answer withdraws its request:
 	// nobody learned its node.
-	c := &clientConn{f: s.front}
+	c := s.front.quic.NewConn("")
 	cctx, ccancel := context.WithCancel(ctx)
 	ccancel()
 	if _, err := s.front.locks.Call(cctx, c, &session.Request{Type: session.MsgLockCall, Path: "/m", Session: a.id}); !errors.Is(err, context.Canceled) {

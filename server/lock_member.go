@@ -30,9 +30,6 @@ var (
 	_ locksvc.Conn       = (*clientConn)(nil)
 )
 
-// Identity is the client's TLS identity (locksvc.Conn).
-func (c *clientConn) Identity() string { return c.identity }
-
 func (m lockMember) Lock(node string) (namespace.LockInfo, error) { return m.f.s.store.Lock(node) }
 
 func (m lockMember) LockByRequestID(session uint64, id string) (string, bool, error) {

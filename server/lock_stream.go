@@ -19,7 +19,7 @@ import (
 // lives: it gave up on the request. A stream that ended with its
 // connection is not a decision of the client.
 func clientReset(c *clientConn, str *quic.Stream) bool {
-	if c.conn.Context().Err() != nil {
+	if c.Context().Err() != nil {
 		return false
 	}
 	var se *quic.StreamError

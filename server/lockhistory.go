@@ -43,7 +43,7 @@ func (f *front) registerLockHistory() {
 		}
 		out := evs[:0]
 		for _, ev := range evs { // a rule may deny part of the subtree
-			if f.s.store.Authorize(c.identity, ev.Node, namespace.PermRead) == nil {
+			if f.s.store.Authorize(c.Identity(), ev.Node, namespace.PermRead) == nil {
 				out = append(out, ev)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latch-io/latch/server/quicfront"
 )
 
 // Metrics live in prometheus' default registry, which also carries the Go
@@ -204,33 +206,34 @@ func (f *front) collect(ch chan<- prometheus.Metric, id string) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
 	}
-	gauge(descStreams, float64(len(f.streams)))
+	st := f.quic.Stats()
+	gauge(descStreams, float64(st.Streams))
 	gauge(descWatchBacklog, float64(queued))
 	gauge(descHeldLocks, float64(f.locks.HeldCount()))
 	ch <- prometheus.MustNewConstMetric(descBacklogResyncs, prometheus.CounterValue, float64(resyncs), id)
-	ch <- prometheus.MustNewConstMetric(descResumeFailures, prometheus.CounterValue, float64(f.resumes.failures.Load()), id)
-	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedConn.Load()), id, "connection")
-	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(f.resumes.refusedHost.Load()), id, "host")
-	ch <- prometheus.MustNewConstMetric(descPingsEchoed, prometheus.CounterValue, float64(f.pingsEchoed.Load()), id)
-	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[0].Load()), id, "false")
-	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(f.handshakes[1].Load()), id, "true")
-	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedConns.Load()), id, "max-conns")
-	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(f.refusedStreams.Load()), id, "max-streams")
-	for _, reason := range []string{refusedRate, refusedInFlight, refusedHost, droppedProbe} {
-		ch <- prometheus.MustNewConstMetric(descAdmRefused, prometheus.CounterValue, float64(f.adm.refusals(reason)), id, reason)
+	ch <- prometheus.MustNewConstMetric(descResumeFailures, prometheus.CounterValue, float64(st.ResumeFailures), id)
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(st.ResumeRefusedConn), id, "connection")
+	ch <- prometheus.MustNewConstMetric(descResumeRefused, prometheus.CounterValue, float64(st.ResumeRefusedHost), id, "host")
+	ch <- prometheus.MustNewConstMetric(descPingsEchoed, prometheus.CounterValue, float64(st.PingsEchoed), id)
+	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(st.FullHandshakes), id, "false")
+	ch <- prometheus.MustNewConstMetric(descHandshakes, prometheus.CounterValue, float64(st.ResumedHandshakes), id, "true")
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(st.RefusedConns), id, "max-conns")
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(st.RefusedStreams), id, "max-streams")
+	adm := &st.Admission
+	for _, reason := range quicfront.RefusalReasons {
+		ch <- prometheus.MustNewConstMetric(descAdmRefused, prometheus.CounterValue, float64(adm.Refused[reason]), id, reason)
 	}
-	gauge(descAdmRate, float64(f.adm.rateNow.Load()))
-	gauge(descAdmInFlight, float64(f.adm.handshaking()))
-	for how, end := range []string{"failed", "abandoned", "full", "resumed"} {
-		ch <- prometheus.MustNewConstMetric(descAdmEnds, prometheus.CounterValue, float64(f.adm.ends[how].Load()), id, end)
+	gauge(descAdmRate, adm.Rate)
+	gauge(descAdmInFlight, float64(adm.InFlight))
+	for end, n := range adm.Ends {
+		ch <- prometheus.MustNewConstMetric(descAdmEnds, prometheus.CounterValue, float64(n), id, end)
 	}
-	q := &f.adm.qstats
-	for outcome, n := range map[string]uint64{"made": q.made.Load(), "used": q.used.Load(), "expired": q.expired.Load(), "busy": q.busy.Load()} {
+	for outcome, n := range adm.Queue {
 		ch <- prometheus.MustNewConstMetric(descAdmQueue, prometheus.CounterValue, float64(n), id, outcome)
 	}
-	ch <- prometheus.MustNewConstMetric(descAdmQueueWait, prometheus.CounterValue, time.Duration(q.waited.Load()).Seconds(), id)
-	gauge(descAdmQueueNow, f.adm.queueWait().Seconds())
-	gauge(descAdmQueueHeld, float64(f.adm.reservations()))
-	gauge(descSchedLag, time.Duration(f.adm.lagNanos.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(descAdmQueueWait, prometheus.CounterValue, adm.QueueWaited.Seconds(), id)
+	gauge(descAdmQueueNow, adm.QueueNow.Seconds())
+	gauge(descAdmQueueHeld, float64(adm.QueueHeld))
+	gauge(descSchedLag, adm.SchedLag.Seconds())
 	f.collectReads(ch, id)
 }

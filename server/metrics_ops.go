@@ -196,7 +196,7 @@ func (opsCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descLocksDelayed, c.Delayed)
 		}
 		gauge(descWatches, s.front.hub.Watchers())
-		gauge(descConnections, s.front.connections())
+		gauge(descConnections, s.front.quic.Connections())
 		n := s.fsm.decodeErrors.Load()
 		if m := s.metrics; m != nil && m.ops != nil {
 			if seen := m.ops.decodeSeen.Swap(n); n > seen {

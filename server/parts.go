@@ -8,6 +8,7 @@ import (
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/clock"
 	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -32,7 +33,7 @@ var (
 	_ lease.Leadership = leaseMember{}
 	_ lease.Store      = leaseMember{}
 	_ lease.Proposer   = leaseMember{}
-	_ lease.Admission  = admissionSignals{}
+	_ lease.Admission  = (*quicfront.Front)(nil)
 	_ watch.Log        = (*fsm)(nil)
 )
 
@@ -70,12 +71,8 @@ func (m leaseMember) Deposed(err error) bool {
 	return errors.As(err, &nl) || errors.Is(err, ErrClosed)
 }
 
-// admissionSignals is what admission control saw of clients coming in,
-// for the keeper's expiry holds (lease.Admission).
-type admissionSignals struct{ a *admission }
-
-func (x admissionSignals) RefusedWithin(d time.Duration) bool { return x.a.refusedWithin(d) }
-func (x admissionSignals) TakingIn(d time.Duration) bool      { return x.a.takingIn(d) }
+// DefaultMaxReconnectGrace is Config.MaxReconnectGrace's default.
+const DefaultMaxReconnectGrace = 45 * time.Second
 
 // newLeaseKeeper returns the front's lease keeper, on the monotonic clock.
 func newLeaseKeeper(f *front) *lease.Keeper {
@@ -90,7 +87,7 @@ func newLeaseKeeper(f *front) *lease.Keeper {
 		Leader:    leaseMember{s},
 		Store:     leaseMember{s},
 		Proposer:  leaseMember{s},
-		Admission: admissionSignals{f.adm},
+		Admission: f.quic, // what admission control saw of clients coming in
 		Log:       s.log,
 		Refuse: func(name string, limit int, who string) error {
 			f.capRefusals.counter(name).Add(1)

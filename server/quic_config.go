@@ -29,18 +29,8 @@ const (
 // stream is reset) instead of holding their events and goroutines.
 const watchWriteTimeout = 30 * time.Second
 
-// muxWriteTimeout bounds how long an answer on a mux stream waits for its
-// client to take it: a client that stops reading its mux stream loses the
-// connection instead of holding answers and handler goroutines.
-const muxWriteTimeout = 30 * time.Second
-
 // DefaultRequestReadTimeout is Config.RequestReadTimeout's default.
 const DefaultRequestReadTimeout = 10 * time.Second
-
-// versionCloseGrace is how long the server waits, after answering a Hello
-// it refuses, for the client to read the answer and close before it closes
-// the connection itself.
-const versionCloseGrace = time.Second
 
 // devTLSDir is where Dev keeps its development PKI (CA, member and server
 // certificates), under DataDir. The CLI looks for ./latch-data/tls/ca.pem
@@ -68,7 +58,7 @@ func frontDefaults(cfg *Config) {
 	setIfZero(&cfg.MaxFailedResumesPerHost, DefaultMaxFailedResumesPerHost)
 	setIfZero(&cfg.IdleConnTimeout, DefaultIdleConnTimeout)
 	setIfZero(&cfg.RequestReadTimeout, DefaultRequestReadTimeout)
-	cfg.Admission.fillDefaults()
+	cfg.Admission.FillDefaults()
 	setIfZero(&cfg.MaxReconnectGrace, DefaultMaxReconnectGrace)
 	// Fill the transport's defaults here too, so the front reads real
 	// values (the handshake timeout bounds the wait for Hello).
@@ -86,7 +76,7 @@ func (c *Config) validateFront() error {
 		return fmt.Errorf("%w: %s: %s", ErrBadConfig, field, fmt.Sprintf(format, a...))
 	}
 	if err := c.Admission.Validate(); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	switch {
 	case !c.Dev && c.TLSCert == "" && c.MemberCert == "":

@@ -12,7 +12,7 @@ import (
 )
 
 // serverConnGoroutines counts the goroutines serving client connections
-// (their stacks run through clientConn).
+// (their stacks run through quicfront.Conn).
 func serverConnGoroutines(t testing.TB) int {
 	t.Helper()
 	var b strings.Builder
@@ -21,7 +21,7 @@ func serverConnGoroutines(t testing.TB) int {
 	}
 	n := 0
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(g, "latch/server.(*clientConn)") {
+		if strings.Contains(g, "latch/server/quicfront.(*Conn)") {
 			n++
 		}
 	}
@@ -92,17 +92,17 @@ func TestKeepAliveAllocations(t *testing.T) {
 	if err != nil || res.Err != nil {
 		t.Fatal(err, res)
 	}
-	c := &clientConn{f: s.front, attached: map[uint64]struct{}{}, sem: make(chan struct{}, 2)}
-	c.attach(res.Session)
+	c := s.front.quic.NewConn("")
+	c.Attach(res.Session)
 	req := &session.Request{Type: session.MsgKeepAlive, Session: res.Session}
-	if resp := s.front.answer(ctx, c, req); resp.Code != session.CodeOK || resp.TTLMillis != 60000 {
-		t.Fatalf("keepalive answered %+v", resp)
+	if resp, err := s.front.quic.Call(ctx, c, req); err != nil || resp.TTLMillis != 60000 {
+		t.Fatalf("keepalive answered %+v %v", resp, err)
 	}
 	if n := testing.AllocsPerRun(200, func() { s.front.keepAlive(ctx, c, req) }); n > 1 {
 		t.Errorf("keepAlive handler: %.1f allocations per call, want at most 1 (the answer)", n)
 	}
-	if n := testing.AllocsPerRun(200, func() { s.front.answer(ctx, c, req) }); n > maxKeepAliveAllocs {
-		t.Errorf("keepalive through answer: %.1f allocations per call, want at most %d", n, maxKeepAliveAllocs)
+	if n := testing.AllocsPerRun(200, func() { s.front.quic.Call(ctx, c, req) }); n > maxKeepAliveAllocs {
+		t.Errorf("keepalive through the front's Call: %.1f allocations per call, want at most %d", n, maxKeepAliveAllocs)
 	}
 }
 

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,12 +20,13 @@ import (
 // failures it let through is exact: the host's burst.
 func TestFailedResumesThrottled(t *testing.T) {
 	const perHost = 4 // burst 8
-	s := startDevWith(t, func(c *Config) { c.MaxFailedResumesPerHost = perHost })
+	// The member's monotonic clock stands still but for the test's step:
+	// the limiter's tokens refill only when the test says so.
 	var clock atomic.Int64
-	l := s.front.resumes
-	l.mu.Lock()
-	l.now = func() time.Duration { return time.Duration(clock.Load()) }
-	l.mu.Unlock()
+	s := startDevWith(t, func(c *Config) {
+		c.MaxFailedResumesPerHost = perHost
+		c.Monotonic = func() time.Duration { return time.Duration(clock.Load()) }
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -82,9 +82,9 @@ func TestFailedResumesThrottled(t *testing.T) {
 	if plain != 2*perHost {
 		t.Fatalf("%d wrong secrets were looked at, want the host's burst %d", plain, 2*perHost)
 	}
-	if refused != 50-plain || l.refusedConn.Load() == 0 || l.refusedHost.Load() == 0 {
+	if st := s.front.quic.Stats(); refused != 50-plain || st.ResumeRefusedConn == 0 || st.ResumeRefusedHost == 0 {
 		t.Fatalf("%d attempts refused by the limiter (by connection %d, by host %d), want %d and both",
-			refused, l.refusedConn.Load(), l.refusedHost.Load(), 50-plain)
+			refused, st.ResumeRefusedConn, st.ResumeRefusedHost, 50-plain)
 	}
 	// The host is out of tokens, and its owner still resumes at once.
 	if err := resume(open.Secret); err != nil {
@@ -111,34 +111,4 @@ func fmtErr(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
-}
-
-// The table of hosts holds only those that failed within the last few
-// seconds: a flood from many addresses (IPv6 makes them cheap) is swept
-// once their tokens are full again, so it cannot grow without bound.
-func TestResumeLimiterForgetsHosts(t *testing.T) {
-	var now time.Duration
-	l := newResumeLimiter(10, func() time.Duration { return now })
-	fail := func(host string) {
-		c := &clientConn{host: host}
-		if err := l.failed(c, 1); !errors.Is(err, session.ErrBadSecret) {
-			t.Fatalf("failed() = %v", err)
-		}
-	}
-	for i := range 5000 {
-		fail(fmt.Sprintf("2001:db8::%x", i))
-	}
-	if len(l.hosts) != 5000 {
-		t.Fatalf("%d hosts tracked while all of them are within their window", len(l.hosts))
-	}
-	now += 10 * time.Second // every bucket refills (burst 20 at 10 a second)
-	for i := range 5000 {
-		fail(fmt.Sprintf("2001:db8:1::%x", i))
-		if len(l.hosts) > 2*5000+1 {
-			t.Fatalf("%d hosts tracked", len(l.hosts))
-		}
-	}
-	if len(l.hosts) >= 10000 {
-		t.Fatalf("the hosts whose tokens refilled were never swept: %d tracked", len(l.hosts))
-	}
 }

@@ -45,7 +45,6 @@ type Server struct {
 	trans     *raft.NetworkTransport
 	crash     *crashDetector // crashdetect.go
 	sever     *severLayer    // sever.go: the raft network, closed at once on a storage stall
-	ticketKey [32]byte       // seals this member's TLS session tickets (ticketkeys.go)
 	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	front     *front    // the client listener, dispatch, watches, leases (quic.go)

@@ -36,7 +36,7 @@ func (f *front) txn(ctx context.Context, c *clientConn, req *session.Request) (*
 		return nil, err
 	}
 	res, err := f.s.Propose(ctx, &namespace.Command{
-		Op: namespace.OpTxn, Compares: req.Compares, Ops: then, Else: els, Identity: c.identity,
+		Op: namespace.OpTxn, Compares: req.Compares, Ops: then, Else: els, Identity: c.Identity(),
 	})
 	if err != nil {
 		return nil, err

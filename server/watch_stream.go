@@ -42,17 +42,17 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 	if err := f.waitMinRev(ctx, req.MinRev); err != nil {
 		return err // a client moving between members never goes back in time
 	}
-	if err := c.addWatch(f.s.cfg.MaxWatchesPerConn); err != nil {
+	if err := c.AddWatch(f.s.cfg.MaxWatchesPerConn); err != nil {
 		return err
 	}
-	defer c.removeWatch()
-	if err := f.watchesBy.add(c.identity, f.s.cfg.MaxWatchesPerIdentity); err != nil {
+	defer c.RemoveWatch()
+	if err := f.watchesBy.add(c.Identity(), f.s.cfg.MaxWatchesPerIdentity); err != nil {
 		f.capRefusals.watches.Add(1)
 		return err
 	}
-	defer f.watchesBy.remove(c.identity)
+	defer f.watchesBy.remove(c.Identity())
 
-	w := watch.NewWatcher(req.Path, kind, req.FromRev, req.OneShot, &c.watchBytes)
+	w := watch.NewWatcher(req.Path, kind, req.FromRev, req.OneShot, c.WatchBytes())
 	start := f.hub.Register(w)
 	defer f.hub.Unregister(w)
 	if err := session.WriteResponse(str, &session.Response{Rev: start}); err != nil {
@@ -67,7 +67,7 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 		}
 		events, done := f.hub.Take(w, buf)
 		buf = events
-		events = f.readableEvents(c.identity, events)
+		events = f.readableEvents(c.Identity(), events)
 		for i := 0; i < len(events) || done; {
 			j, size := i, 0
 			for j < len(events) && j-i < watchFrameEvents && size < watchFrameBytes {
@@ -91,23 +91,6 @@ func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream,
 			i = j
 		}
 	}
-}
-
-// addWatch counts a watch against the connection's limit.
-func (c *clientConn) addWatch(limit int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.watches >= limit {
-		return fmt.Errorf("%w: %d watches on this connection", session.ErrTooManyWatches, limit)
-	}
-	c.watches++
-	return nil
-}
-
-func (c *clientConn) removeWatch() {
-	c.mu.Lock()
-	c.watches--
-	c.mu.Unlock()
 }
 
 // readableEvents drops the events on nodes the client may not read (a

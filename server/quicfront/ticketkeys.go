@@ -1,22 +1,16 @@
-package server
+package quicfront
 
 import (
-	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"net/http"
-	"slices"
 	"time"
-
-	"github.com/hashicorp/raft"
-	"github.com/latch-io/latch/server/adminapi"
 )
 
 // Session ticket keys shared by the members. Every member seals the TLS
 // session tickets it issues to clients with a key of its own (random,
 // made at start, in memory only) and opens tickets sealed by any member's:
-// it fetches the others' keys over the admin endpoint, which only members
-// may call for this (GET /v1/ticket-key), and hands them to its listener.
+// the member fetches the others' keys over the admin endpoint, which only
+// members may call for this (GET /v1/ticket-key; Parts.Tickets), and the
+// front hands them to its listener.
 // After a failover the clients reconnect to the new leader with the ticket
 // the old one gave them: a resumed handshake (no certificates signed or
 // checked), about a quarter of a full one's CPU, so a reconnect storm
@@ -43,14 +37,16 @@ func newTicketKey() [32]byte {
 	return k
 }
 
-type ticketKeyAnswer = adminapi.TicketKey
+// TicketKey is this member's ticket key, which the other members fetch
+// (the admin endpoint's GET /v1/ticket-key serves it to members only).
+func (f *Front) TicketKey() [32]byte { return f.ticketKey }
 
 // shareTicketKeys keeps the client listener's ticket keys: this member's
 // first (it seals), then every other member's it could fetch.
-func (s *Server) shareTicketKeys() {
+func (f *Front) shareTicketKeys() {
 	shared := false
 	for {
-		complete := s.refreshTicketKeys()
+		complete := f.refreshTicketKeys()
 		wait := ticketRefresh
 		if !complete {
 			wait = ticketRetry
@@ -59,10 +55,10 @@ func (s *Server) shareTicketKeys() {
 			// From here on a client resumes on this member with any
 			// member's ticket: operators (and tests) can tell when.
 			shared = true
-			s.log.Info("TLS ticket keys shared with every member")
+			f.log.Info("TLS ticket keys shared with every member")
 		}
 		select {
-		case <-s.stop:
+		case <-f.ctx.Done():
 			return
 		case <-time.After(wait):
 		}
@@ -71,42 +67,11 @@ func (s *Server) shareTicketKeys() {
 
 // refreshTicketKeys fetches the other members' keys and installs them; it
 // reports whether every member answered.
-func (s *Server) refreshTicketKeys() bool {
-	if s.raft == nil || s.front == nil {
-		return false
+func (f *Front) refreshTicketKeys() bool {
+	others, complete := f.parts.Tickets.PeerTicketKeys(f.ctx)
+	if others == nil && !complete {
+		return false // the member could not tell who the others are yet
 	}
-	f := s.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	ac := s.peerAdmin(2 * time.Second)
-	defer ac.CloseIdleConnections()
-	keys := [][32]byte{s.ticketKey}
-	var ids []string
-	for _, srv := range f.Configuration().Servers {
-		if srv.ID != raft.ServerID(s.cfg.ID) {
-			ids = append(ids, string(srv.ID))
-		}
-	}
-	slices.Sort(ids)
-	complete := true
-	for _, id := range ids {
-		m := s.memberInfo(id)
-		if m.HTTPAddr == "" {
-			complete = false
-			continue
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
-		var a ticketKeyAnswer
-		err := ac.Do(ctx, http.MethodGet, m.HTTPAddr, "/v1/ticket-key", nil, &a)
-		cancel()
-		b, derr := base64.StdEncoding.DecodeString(a.Key)
-		if err != nil || derr != nil || len(b) != 32 {
-			complete = false
-			continue
-		}
-		keys = append(keys, [32]byte(b))
-	}
-	s.front.ln.SetTicketKeys(keys)
+	f.ln.SetTicketKeys(append([][32]byte{f.ticketKey}, others...))
 	return complete
 }

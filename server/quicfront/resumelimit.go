@@ -1,4 +1,4 @@
-package server
+package quicfront
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ const (
 )
 
 // DefaultMaxFailedResumesPerHost is Config.MaxFailedResumesPerHost's
-// default.
+// default (the member's Config field of that name).
 const DefaultMaxFailedResumesPerHost = 10
 
 // tokens is a token bucket: it holds at most burst, and gains rate a
@@ -100,7 +100,7 @@ func (c *connResumes) bucket(now time.Duration) *tokens {
 
 // allow refuses a resume on c before it is looked at, when c has failed
 // too many already.
-func (l *resumeLimiter) allow(c *clientConn) error {
+func (l *resumeLimiter) allow(c *Conn) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -115,7 +115,7 @@ func (l *resumeLimiter) allow(c *clientConn) error {
 
 // failed records a failed resume of session id on c and returns the error
 // to answer: ErrBadSecret, naming the limit when the limiter refused it.
-func (l *resumeLimiter) failed(c *clientConn, id uint64) error {
+func (l *resumeLimiter) failed(c *Conn, id uint64) error {
 	l.failures.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,4 +1,4 @@
-package server
+package quicfront
 
 import (
 	"context"
@@ -17,12 +17,22 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// clientConn is one client connection and what it owns: the sessions it
+// muxWriteTimeout bounds how long an answer on a mux stream waits for its
+// client to take it: a client that stops reading its mux stream loses the
+// connection instead of holding answers and handler goroutines.
+const muxWriteTimeout = 30 * time.Second
+
+// versionCloseGrace is how long the server waits, after answering a Hello
+// it refuses, for the client to read the answer and close before it closes
+// the connection itself.
+const versionCloseGrace = time.Second
+
+// Conn is one client connection and what it owns: the sessions it
 // opened or resumed (only those may be named by its requests) and its
-// watches.
-type clientConn struct {
-	f        *front
-	conn     *session.Conn
+// watches. An HTTP API request is served as a Conn too (NewConn).
+type Conn struct {
+	f        *Front
+	conn     *session.Conn // nil for an HTTP API request's Conn
 	identity string        // TLS identity of the client certificate, "" without one
 	host     string        // the client's IP address: the quota key of identity ""
 	sem      chan struct{} // one slot per request in flight
@@ -37,11 +47,35 @@ type clientConn struct {
 	endMux     func()       // ends the connection's mux stream, if one is served
 }
 
+// NewConn is a Conn of no QUIC connection for a request of another front
+// (the HTTP API) made with identity: the sessions it names are attached
+// with Attach, and it is served through Call.
+func (f *Front) NewConn(identity string) *Conn {
+	return &Conn{f: f, identity: identity, attached: map[uint64]struct{}{}}
+}
+
+// Identity is the TLS identity of the client's certificate, "" without
+// one (locksvc.Conn).
+func (c *Conn) Identity() string { return c.identity }
+
+// Host is the client's IP address: the quota key of identity "".
+func (c *Conn) Host() string { return c.host }
+
+// Context is the connection's: it ends when the connection does.
+func (c *Conn) Context() context.Context { return c.conn.Context() }
+
+// MaxFrameSize is the largest frame the client may send.
+func (c *Conn) MaxFrameSize() int { return c.conn.MaxFrameSize() }
+
+// WatchBytes is the connection's budget of watch event bytes (package
+// watch guards it).
+func (c *Conn) WatchBytes() *watch.Budget { return &c.watchBytes }
+
 // logger is the member's logger naming the client. Built when something
 // is logged, not per connection: most connections log nothing, and a
 // logger with an attribute costs a handler of its own.
-func (c *clientConn) logger() *slog.Logger {
-	if c.conn == nil { // an HTTP API request's view (api.go)
+func (c *Conn) logger() *slog.Logger {
+	if c.conn == nil { // an HTTP API request's view (NewConn)
 		return c.f.log
 	}
 	return c.f.log.With("client", c.conn.RemoteAddr().String())
@@ -49,46 +83,76 @@ func (c *clientConn) logger() *slog.Logger {
 
 // debug logs at debug level, building the client's logger only when that
 // level is on: "client connected" is logged for every connection.
-func (c *clientConn) debug(msg string, args ...any) {
+func (c *Conn) debug(msg string, args ...any) {
 	if c.f.log.Enabled(context.Background(), slog.LevelDebug) {
 		c.logger().Debug(msg, args...)
 	}
 }
 
-func (c *clientConn) attach(id uint64) {
+// Attach makes session id one this connection may name: it opened or
+// resumed it.
+func (c *Conn) Attach(id uint64) {
 	c.mu.Lock()
 	c.attached[id] = struct{}{}
 	c.mu.Unlock()
 }
 
-func (c *clientConn) detach(id uint64) {
+// Detach forgets session id: it was closed.
+func (c *Conn) Detach(id uint64) {
 	c.mu.Lock()
 	delete(c.attached, id)
 	c.mu.Unlock()
 }
 
 // owns reports whether this connection opened or resumed session id.
-func (c *clientConn) owns(id uint64) bool {
+func (c *Conn) owns(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.attached[id]
 	return ok
 }
 
-// checkSession fails unless id (when set) is attached to this connection:
+// CheckSession fails unless id (when set) is attached to this connection:
 // a session id alone, without having resumed it with its secret, grants
 // nothing.
-func (c *clientConn) checkSession(id uint64) error {
+func (c *Conn) CheckSession(id uint64) error {
 	if id != 0 && !c.owns(id) {
 		return fmt.Errorf("%w: session %d is not attached to this connection (resume it first)", session.ErrUnknownSession, id)
 	}
 	return nil
 }
 
+// AddWatch counts a watch against the connection's limit.
+func (c *Conn) AddWatch(limit int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watches >= limit {
+		return fmt.Errorf("%w: %d watches on this connection", session.ErrTooManyWatches, limit)
+	}
+	c.watches++
+	return nil
+}
+
+// RemoveWatch gives back the slot of a watch that ended.
+func (c *Conn) RemoveWatch() {
+	c.mu.Lock()
+	c.watches--
+	c.mu.Unlock()
+}
+
+// AllowResume refuses a session resume before it is looked at, when the
+// connection has failed too many already (resumelimit.go).
+func (c *Conn) AllowResume() error { return c.f.resumes.allow(c) }
+
+// ResumeFailed records a failed resume of session id (a wrong secret or
+// identity) and returns the error to answer: ErrBadSecret, naming the
+// limit when the limiter refused it.
+func (c *Conn) ResumeFailed(id uint64) error { return c.f.resumes.failed(c, id) }
+
 // serve runs the connection: Hello first, then every stream in its own
 // goroutine, at most MaxRequestsPerConn at once. It returns when the
 // connection ends, after every stream goroutine has.
-func (c *clientConn) serve() {
+func (c *Conn) serve() {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer c.conn.CloseWithError(session.ConnClosed, "")
@@ -105,7 +169,7 @@ func (c *clientConn) serve() {
 		if err != nil {
 			return
 		}
-		c.idle.Reset(c.f.s.cfg.IdleConnTimeout)
+		c.idle.Reset(c.f.cfg.IdleConnTimeout)
 		if refused := c.take(); refused != nil {
 			// Refused at once instead of queued: a client that floods one
 			// connection slows only itself.
@@ -129,7 +193,7 @@ func (c *clientConn) serve() {
 // (MaxRequestsPerConn) and one of the member's (MaxStreams). When either
 // is full it fails with ErrBusy naming the cap: requests are refused at
 // once, never queued. give returns the slot.
-func (c *clientConn) take() error {
+func (c *Conn) take() error {
 	select {
 	case c.sem <- struct{}{}:
 	default:
@@ -145,13 +209,13 @@ func (c *clientConn) take() error {
 	}
 }
 
-func (c *clientConn) give() { <-c.sem; <-c.f.streams }
+func (c *Conn) give() { <-c.sem; <-c.f.streams }
 
 // idleTimer closes the connection once it has had no session and no
 // request in flight for IdleConnTimeout; serve resets it on every stream,
 // serveMux on every call.
-func (c *clientConn) idleTimer() *time.Timer {
-	timeout := c.f.s.cfg.IdleConnTimeout
+func (c *Conn) idleTimer() *time.Timer {
+	timeout := c.f.cfg.IdleConnTimeout
 	var t *time.Timer
 	t = time.AfterFunc(timeout, func() {
 		c.mu.Lock()
@@ -169,19 +233,19 @@ func (c *clientConn) idleTimer() *time.Timer {
 // hello handles the first stream, which must carry Hello. On a refusal it
 // answers, gives the client a moment to read the answer, and reports false
 // (the caller closes the connection).
-func (c *clientConn) hello() bool {
-	ctx, cancel := context.WithTimeout(c.conn.Context(), c.f.s.cfg.Transport.HandshakeTimeout+c.f.s.cfg.RequestReadTimeout)
+func (c *Conn) hello() bool {
+	ctx, cancel := context.WithTimeout(c.conn.Context(), c.f.cfg.Transport.HandshakeTimeout+c.f.cfg.RequestReadTimeout)
 	defer cancel()
 	str, err := c.conn.AcceptStream(ctx)
 	if err != nil {
 		return false
 	}
 	defer session.EndStream(str)
-	str.SetReadDeadline(time.Now().Add(c.f.s.cfg.RequestReadTimeout))
+	str.SetReadDeadline(time.Now().Add(c.f.cfg.RequestReadTimeout))
 	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
-			session.Reject(str, requestError(err, c.f.s.cfg.RequestReadTimeout))
+			session.Reject(str, requestError(err, c.f.cfg.RequestReadTimeout))
 		}
 		c.conn.CloseWithError(session.ConnProtocol, "no Hello")
 		return false
@@ -200,18 +264,18 @@ func (c *clientConn) hello() bool {
 	return session.Reply(str, c.helloResponse()) == nil
 }
 
-func (c *clientConn) helloResponse() *session.Response {
+func (c *Conn) helloResponse() *session.Response {
 	return &session.Response{
 		ProtocolVersion: session.ProtocolVersion,
-		ServerID:        c.f.s.cfg.ID,
+		ServerID:        c.f.cfg.ID,
 		Features:        c.f.features(),
 	}
 }
 
 // features are the optional protocol features the member serves.
-func (f *front) features() session.Feature {
+func (f *Front) features() session.Feature {
 	ft := session.FeatureKeepAliveBatch
-	if !f.s.cfg.Transport.DisableMux {
+	if !f.cfg.Transport.DisableMux {
 		// The lock call is worth it only on the mux stream; a member
 		// without the mux stands for one built before both.
 		ft |= session.FeatureMux | session.FeatureLockCall
@@ -245,7 +309,7 @@ func isTimeout(err error) bool {
 // stream and the mux stream (one each per connection) live as long as the
 // connection and are no request in flight (the mux's calls take slots of
 // their own).
-func (c *clientConn) serveStream(str *quic.Stream, free func()) {
+func (c *Conn) serveStream(str *quic.Stream, free func()) {
 	defer session.EndStream(str)
 	defer func() {
 		if r := recover(); r != nil {
@@ -253,12 +317,12 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 			session.Reject(str, fmt.Errorf("%w: the request failed on the server", session.ErrInternal))
 		}
 	}()
-	str.SetReadDeadline(time.Now().Add(c.f.s.cfg.RequestReadTimeout))
+	str.SetReadDeadline(time.Now().Add(c.f.cfg.RequestReadTimeout))
 	req, err := session.ReadRequest(str, c.conn.MaxFrameSize())
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // io.EOF: the client sent nothing at all
 			c.debug("bad request", "err", err)
-			session.Reject(str, requestError(err, c.f.s.cfg.RequestReadTimeout))
+			session.Reject(str, requestError(err, c.f.cfg.RequestReadTimeout))
 		}
 		return
 	}
@@ -267,10 +331,10 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 	}
 	ctx, cancel := context.WithCancel(str.Context())
 	defer cancel()
-	stop := context.AfterFunc(c.f.s.ctx, cancel)
+	stop := context.AfterFunc(c.f.ctx, cancel)
 	defer stop()
 	if req.Type == session.MsgMux {
-		if c.f.s.cfg.Transport.DisableMux { // as a member built before it
+		if c.f.cfg.Transport.DisableMux { // as a member built before it
 			session.Reject(str, fmt.Errorf("%w: this member does not serve the mux stream", session.ErrUnknownType))
 			return
 		}
@@ -286,7 +350,7 @@ func (c *clientConn) serveStream(str *quic.Stream, free func()) {
 // ErrBusy at once); a keepalive is answered on the reading goroutine. A newer mux stream of the connection replaces this
 // one. A client that breaks the protocol, or does not take its answers,
 // loses the connection. Returns when the stream ends, after its calls.
-func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
+func (c *Conn) serveMux(ctx context.Context, str *quic.Stream) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -325,7 +389,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 			}
 			return
 		}
-		c.idle.Reset(c.f.s.cfg.IdleConnTimeout)
+		c.idle.Reset(c.f.cfg.IdleConnTimeout)
 		if _, ok := c.f.strm[call.Req.Type]; ok {
 			reply(call, session.ErrorResponse(fmt.Errorf("%w: %v is a streaming request: send it on a stream of its own, not on the mux stream", session.ErrMalformed, call.Req.Type)))
 			continue
@@ -352,7 +416,7 @@ func (c *clientConn) serveMux(ctx context.Context, str *quic.Stream) {
 // runCall answers one call of the mux stream through reply and gives its
 // request slot back. A handler panic is logged and answered with
 // ErrInternal.
-func (c *clientConn) runCall(call *session.MuxCall, reply func(*session.MuxCall, *session.Response)) {
+func (c *Conn) runCall(call *session.MuxCall, reply func(*session.MuxCall, *session.Response)) {
 	defer c.give()
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,4 +1,4 @@
-package server
+package quicfront
 
 import (
 	"errors"
@@ -85,22 +85,35 @@ const (
 	DefaultFailedHandshakesPerHost = 20
 	DefaultProbesPerHost           = 20000
 	DefaultLagLimit                = 20 * time.Millisecond
-	DefaultMaxReconnectGrace       = 45 * time.Second
 )
 
-func (a *AdmissionConfig) fillDefaults() {
-	setIfZero(&a.HandshakeRate, DefaultHandshakeRate)
-	setIfZero(&a.HandshakeBurst, DefaultHandshakeBurst)
-	setIfZero(&a.MaxHandshakesInFlight, DefaultMaxHandshakesInFlight)
-	setIfZero(&a.FailedHandshakesPerHost, DefaultFailedHandshakesPerHost)
-	setIfZero(&a.ProbesPerHost, DefaultProbesPerHost)
-	setIfZero(&a.LagLimit, DefaultLagLimit)
+// FillDefaults sets the fields left zero to their defaults.
+func (a *AdmissionConfig) FillDefaults() {
+	if a.HandshakeRate == 0 {
+		a.HandshakeRate = DefaultHandshakeRate
+	}
+	if a.HandshakeBurst == 0 {
+		a.HandshakeBurst = DefaultHandshakeBurst
+	}
+	if a.MaxHandshakesInFlight == 0 {
+		a.MaxHandshakesInFlight = DefaultMaxHandshakesInFlight
+	}
+	if a.FailedHandshakesPerHost == 0 {
+		a.FailedHandshakesPerHost = DefaultFailedHandshakesPerHost
+	}
+	if a.ProbesPerHost == 0 {
+		a.ProbesPerHost = DefaultProbesPerHost
+	}
+	if a.LagLimit == 0 {
+		a.LagLimit = DefaultLagLimit
+	}
 }
 
-// Validate returns an error naming the first bad field.
+// Validate returns an error naming the first bad field
+// ("Admission.Field: why"; the member wraps it in its config error).
 func (a AdmissionConfig) Validate() error {
 	bad := func(field, format string, v ...any) error {
-		return fmt.Errorf("%w: Admission.%s: %s", ErrBadConfig, field, fmt.Sprintf(format, v...))
+		return fmt.Errorf("Admission.%s: %s", field, fmt.Sprintf(format, v...))
 	}
 	switch {
 	case a.HandshakeRate < 1:
@@ -345,6 +358,18 @@ func (a *admission) probe(host string) bool {
 		return false
 	}
 	return true
+}
+
+// remoteHost is the IP of a client address ("" when it has none).
+func remoteHost(a net.Addr) string {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // forgetStalest drops the host least recently seen. Linear, and only run

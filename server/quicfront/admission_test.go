@@ -1,4 +1,4 @@
-package server
+package quicfront
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ func (f *fakeNow) now() time.Time      { return f.t }
 func (f *fakeNow) add(d time.Duration) { f.t = f.t.Add(d) }
 func addr(ip string) net.Addr          { return &net.UDPAddr{IP: net.ParseIP(ip), Port: 4000} }
 func testAdmission(c AdmissionConfig) (*admission, *fakeNow) {
-	c.fillDefaults()
+	c.FillDefaults()
 	clk := &fakeNow{t: time.Unix(1000, 0)}
 	return newAdmission(c, clk.now), clk
 }

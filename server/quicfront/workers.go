@@ -1,4 +1,4 @@
-package server
+package quicfront
 
 import (
 	"slices"
@@ -21,7 +21,7 @@ import (
 // once the rest end at once, instead of holding their stacks for idleFor.
 type callWorkers struct {
 	stop    <-chan struct{}
-	spawn   func(func()) // starts an owned goroutine (Server.goFunc)
+	spawn   func(func()) // starts an owned goroutine (Parts.Go)
 	idleFor time.Duration
 	maxIdle int
 	parked  func() // tests: called when a worker has become idle
@@ -37,8 +37,8 @@ const (
 	maxIdleWorkers = 1024
 )
 
-func newCallWorkers(s *Server) *callWorkers {
-	return &callWorkers{stop: s.stop, spawn: s.goFunc, idleFor: workerIdle, maxIdle: maxIdleWorkers}
+func newCallWorkers(stop <-chan struct{}, spawn func(func())) *callWorkers {
+	return &callWorkers{stop: stop, spawn: spawn, idleFor: workerIdle, maxIdle: maxIdleWorkers}
 }
 
 // run runs f on the worker that became idle last, or on a new one when
