@@ -26,7 +26,7 @@ import (
 // Before it dials the leader the client asks it for admission (queue):
 // one more probe, from the socket it will dial from, that the leader
 // answers with a slot ("come now" or "come in W") or "busy, ask again in
-// W" (server/queue.go). The client waits W and dials, or waits W (plus
+// W" (server/quicfront/queue.go). The client waits W and dials, or waits W (plus
 // up to half again, jittered) and starts over; a busy answer is heard, so
 // the client holds its sessions as for any answer. An ask that goes
 // unanswered within askWait is dialed as before.
@@ -203,7 +203,7 @@ func (c *Client) pause(d time.Duration) bool {
 // alive and the client holds its sessions meanwhile. When the ask goes
 // unanswered within askWait (a member that does not answer in time, lost
 // datagrams) the client dials as before: the attempt goes through the
-// leader's token bucket. See server/queue.go for the member's side.
+// leader's token bucket. See server/quicfront/queue.go for the member's side.
 func (c *Client) queue(addr string) (*session.Dialer, bool, time.Duration) {
 	d, err := session.NewDialer()
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // TestReconnectStormQueues: the leader of a cluster that admits a tiny
 // handshake rate is killed while a hundred clients hold sessions; they all
-// reconnect to the new leader at once. Its admission queue (server/queue.go)
+// reconnect to the new leader at once. Its admission queue (server/quicfront/queue.go)
 // gives each a slot (or a heard "busy, ask again") instead of refusals that
 // quic-go drops: every client's first call succeeds, no session is lost,
 // and the new leader took the clients in through reservations their own

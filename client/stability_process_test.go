@@ -293,7 +293,7 @@ func TestLeaderKillKeepsEverySession(t *testing.T) {
 	if now := maxTerm(t, c); now != term {
 		t.Fatalf("term %d after the election, %d once the clients were back: the reconnect storm cost an election", term, now)
 	}
-	// The members share their TLS ticket keys (server/ticketkeys.go): the
+	// The members share their TLS ticket keys (server/quicfront/ticketkeys.go): the
 	// clients resume, with the old leader's tickets, on the new one.
 	if resumed := metric(t, c.Nodes[next], "latch_client_handshakes_total", `resumed="true"`); resumed < clients/2 {
 		t.Errorf("the new leader resumed %v of %d reconnections: ticket keys not shared", resumed, clients)

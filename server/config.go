@@ -181,7 +181,7 @@ type Config struct {
 	// (servertest.Network). Nil: TCP.
 	RaftLayer func(addr string) (raft.StreamLayer, error)
 
-	// Client front (quic.go, packages lease and watch).
+	// Client front (front.go; packages quicfront, lease and watch).
 
 	// TLSCert and TLSKey (PEM files) are the client listener's certificate,
 	// required unless Dev: Dev without them makes a development PKI in
@@ -264,7 +264,7 @@ type Config struct {
 	// MaxFailedResumesPerHost is how many failed session resumes (a wrong
 	// secret) one client host may make a second, with a burst of twice
 	// that; beyond it they are refused by the limiter and each further
-	// guess needs a new connection (resumelimit.go). A connection may fail
+	// guess needs a new connection (quicfront/resumelimit.go). A connection may fail
 	// 5, then 1 a second. A resume with the right secret is never held
 	// back by its host's failures. Default 10.
 	MaxFailedResumesPerHost int
@@ -277,7 +277,7 @@ type Config struct {
 	// reconnectGrace, expiryCutoff). Default 45s (Chubby's grace period).
 	MaxReconnectGrace time.Duration
 	// Admission bounds how fast new client connections are let in
-	// (admission.go); zero fields take their defaults.
+	// (quicfront/admission.go); zero fields take their defaults.
 	Admission AdmissionConfig
 	// IdleConnTimeout closes a client connection that has no session
 	// attached and no request in flight for this long (an idle connection

@@ -90,7 +90,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 	// The identity check keeps a secret stolen from one mTLS client from
 	// working for another; it is not a substitute for the secret.
 	if subtle.ConstantTimeCompare(si.Secret, req.Secret) != 1 || (si.Identity != "" && si.Identity != c.Identity()) {
-		return nil, c.ResumeFailed(req.Session) // resumelimit.go
+		return nil, c.ResumeFailed(req.Session) // quicfront/resumelimit.go
 	}
 	ttl, ok := f.keep.Renew(req.Session)
 	if !ok {

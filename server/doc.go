@@ -1,8 +1,8 @@
 // Package server runs one latch cluster member: hashicorp/raft over a
 // write-ahead log and stable store (hashicorp/raft-wal, package raftstore), a thin raft FSM
 // over the namespace state machine, membership, snapshots and the admin HTTP
-// endpoint. Client-facing layers (the QUIC listener, dispatch, watches,
-// leases) are built on the methods below.
+// endpoint. Client-facing layers (the QUIC front, the request handlers,
+// watches, leases) are built on the methods below.
 //
 // # Use
 //
@@ -41,11 +41,11 @@
 //     leader's in-memory bookkeeping, never Apply's. So are the watch
 //     byte caps (package watch: events held for watches counted as path + 48
 //     bytes, per connection and in total) and the failed-resume limiter
-//     (resumelimit.go: token buckets of wrong-secret resumes per
+//     (quicfront/resumelimit.go: token buckets of wrong-secret resumes per
 //     connection and per client host; a right secret is never refused
 //     on the host's account).
 //   - Cells (cell.go): with Config.Cell a member serves /Cell and below
-//     only. front.checkCell refuses any request naming another path
+//     only. front.checkCell (the QUIC front's Requests.Check) refuses any request naming another path
 //     (Path, Node, Sequencer.Path, each Multi op, each Txn compare and
 //     op) with session.ErrWrongCell before its handler runs, on the QUIC front and for the HTTP API's
 //     bodies; package httpapi refuses a route's {path...} the same way
@@ -98,6 +98,17 @@
 //     when the namespace's NextTimer is due, so hold TTLs and lock-delays
 //     end through the log. Lock-delay default and cap are the cluster
 //     settings DefaultLockDelayMillis (5s) and MaxLockDelayMillis (60s).
+//   - QUIC front (package quicfront, its doc.go the design): the client
+//     listener on Config.ClientAddr, the connections, streams and mux
+//     calls, the routing of every request to its handler, admission
+//     control and its queue, the probe answers, the failed-resume limiter
+//     and the shared ticket keys. It holds no request logic and does not
+//     import this package: it declares what it needs (quicfront.Parts:
+//     Leadership, Requests, TicketKeys), which front_member.go implements
+//     over this member; front.go wires it (openFront) and holds the
+//     handlers' side, the front struct (dispatch.go, dispatch_session.go
+//     and each part's handlers, registered with handleUnary and
+//     handleStream).
 //   - HTTP/JSON API (package httpapi, its doc.go the design): a second
 //     front on Config.APIAddr (HTTPS with the client front's certificate
 //     and client CA) serving sessions, nodes, locks, elections, SSE
@@ -105,7 +116,7 @@
 //     (package console). It holds no logic and does not import this
 //     package: it declares what it needs (httpapi.Member), which
 //     api_member.go implements over this member's parts: unary requests
-//     run through front.call, the QUIC front's handlers; acquire through
+//     run through the QUIC front's Call to its handlers; acquire through
 //     the lock service's acquisition engine (package locksvc, with a
 //     pollCaller); watches through the watch hub (package watch); every error leaves as
 //     its wire error. api.go wires it: the listener, the http.Server, the
@@ -177,7 +188,7 @@
 //     then stormed the next leader, which was now the busy one: elections
 //     without end. 500ms is five times the stalls measured under the
 //     worst storms once admission control (2) bounds them.
-//  2. Admission control (admission.go) keeps the CPU raft needs: every
+//  2. Admission control (quicfront/admission.go) keeps the CPU raft needs: every
 //     new client connection attempt is admitted or refused before any
 //     cryptography (quic-go's ConnContext; a refusal is one
 //     CONNECTION_REFUSED packet). Full handshakes pass a token bucket
@@ -195,7 +206,7 @@
 //     flight are bounded by what the member completed per second times
 //     500ms, and an interval in which clients abandoned more than a
 //     quarter of the handshakes that ended halves the rate.
-//     The admission queue (queue.go): the probe is the queue. A refused
+//     The admission queue (quicfront/queue.go): the probe is the queue. A refused
 //     attempt's CONNECTION_REFUSED is sent from a queue of four that
 //     quic-go drops past, so most refused clients heard silence, could
 //     not tell busy from dead and came back every second (after a kill of
@@ -307,7 +318,7 @@
 //     rest (package client); idle connections only after
 //     IdleFailureTimeout (10s).
 //  4. Clients reconnect (a few ms each, admitted at HandshakeRate): they
-//     probe every member at once with one datagram (probe.go,
+//     probe every member at once with one datagram (quicfront/probe.go,
 //     session.Probe), dial only the member that answers it is the ready
 //     leader, say Hello and resume their sessions; while members answer
 //     "no leader yet" they probe again every 20ms (less often after
@@ -388,7 +399,7 @@
 //	GET  /readyz       200 when a leader is known and this member applied all it knows committed
 //	GET  /metrics      Prometheus text
 //	GET  /v1/status    Status as JSON
-//	GET  /v1/ticket-key member only: this member's TLS session ticket key (ticketkeys.go)
+//	GET  /v1/ticket-key member only: this member's TLS session ticket key (quicfront/ticketkeys.go)
 //	POST /v1/join      member or admin: {"id","raft_addr","client_addr","http_addr","api_addr","update_only","replace"}
 //	POST /v1/remove    member (itself) or admin: {"id"}
 //	POST /v1/snapshot  member or admin: take a snapshot now; {"ok":true,"index":N}; 429 within SnapshotMinInterval

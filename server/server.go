@@ -47,7 +47,7 @@ type Server struct {
 	sever     *severLayer    // sever.go: the raft network, closed at once on a storage stall
 	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
-	front     *front    // the client listener, dispatch, watches, leases (quic.go)
+	front     *front    // the request handlers, watches, leases and the QUIC front (front.go)
 	api       *apiFront // the HTTP/JSON API and console (api.go); nil without APIAddr
 	fsm       *fsm
 	raft      *raft.Raft

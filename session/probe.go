@@ -36,7 +36,7 @@ import (
 // reconnects are scheduled ahead of new sessions) or "busy, ask again in
 // W" (its queue is full). The client waits W, then dials; the member
 // admits the handshake from that address without charging its token
-// bucket again (server/queue.go). An old client's zero padding asks
+// bucket again (server/quicfront/queue.go). An old client's zero padding asks
 // nothing and is answered as before; an old member ignores the byte and
 // answers without admission fields, which means "dial as before".
 //

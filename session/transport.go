@@ -309,7 +309,7 @@ func Dial(ctx context.Context, addr string, tlsConf *tls.Config, cfg Config) (*C
 
 // resumeAt keeps c's session tickets per server address. A member's
 // tickets are sealed with its own key and the keys its peers share with it
-// (server/ticketkeys.go), and Go's cache key is the server name, which
+// (server/quicfront/ticketkeys.go), and Go's cache key is the server name, which
 // members often share (one DNS name for the cluster, or 127.0.0.1 on one
 // machine). So a dial offers the ticket of that address first, else the
 // newest ticket of any address with the name: after a failover the new

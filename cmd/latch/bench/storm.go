@@ -76,7 +76,7 @@ type StormKill struct {
 	FullHandshakes int    `json:"full_handshakes"`
 	Resumed        int    `json:"resumed_handshakes"`
 	Abandoned      int    `json:"abandoned_handshakes"`
-	// Its admission queue (server/queue.go): slots reserved for clients
+	// Its admission queue (server/quicfront/queue.go): slots reserved for clients
 	// that asked, used by their handshake, expired unused, busy answers
 	// ("ask again later"), and the mean wait a reservation was given.
 	Reserved      int    `json:"reserved"`
