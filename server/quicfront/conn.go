@@ -61,10 +61,12 @@ func (c *Conn) Identity() string { return c.identity }
 // Host is the client's IP address: the quota key of identity "".
 func (c *Conn) Host() string { return c.host }
 
-// Context is the connection's: it ends when the connection does.
+// Context is the QUIC connection's: it ends when the connection does
+// (a NewConn has none: not for another front's requests).
 func (c *Conn) Context() context.Context { return c.conn.Context() }
 
-// MaxFrameSize is the largest frame the client may send.
+// MaxFrameSize is the largest frame the client may send on the QUIC
+// connection (not for a NewConn).
 func (c *Conn) MaxFrameSize() int { return c.conn.MaxFrameSize() }
 
 // WatchBytes is the connection's budget of watch event bytes (package

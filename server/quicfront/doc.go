@@ -34,6 +34,10 @@
 //	ticketkeys.go   the members' shared TLS session ticket keys
 //	parts.go        Config, what a member gives (Parts), Stats
 //
+// Its tests run a front on loopback QUIC with a dev PKI and a fake member
+// (front_test.go): routing, checks and probe answers need no raft and no
+// store; package server's tests run it inside real members.
+//
 // # Decisions
 //
 //   - Connection: Hello first (else ErrVersion, then ConnVersion; garbage
