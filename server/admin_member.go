@@ -159,6 +159,6 @@ func (m adminMember) TicketKey() []byte            { return m.s.ticketKey[:] }
 // Config.FaultInjection: its raft stream layer and raft log store.
 type adminFaults struct{ s *Server }
 
-func (f adminFaults) SetBlocked(addrs []string) { f.s.faults.setBlocked(addrs) }
-func (f adminFaults) Blocked() []string         { return f.s.faults.blockedList() }
+func (f adminFaults) SetBlocked(addrs []string) { f.s.faults.SetBlocked(addrs) }
+func (f adminFaults) Blocked() []string         { return f.s.faults.Blocked() }
 func (f adminFaults) HoldWrites(on bool)        { f.s.raftStore.HoldWrites(on) }

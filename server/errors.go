@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/session"
 )
 
@@ -12,12 +13,12 @@ import (
 var (
 	ErrBadConfig = errors.New("latch: bad server config")
 	ErrNotLeader = errors.New("latch: not the leader")
-	ErrClosed    = errors.New("latch: server closed")
+	ErrClosed    = raftnode.ErrClosed
 	// ErrNotStarted is returned by calls that need raft before Start.
 	ErrNotStarted = errors.New("latch: server not started")
 	// ErrBadResponse means the state machine answered something other than
 	// a *namespace.Result: a bug, reported rather than panicking.
-	ErrBadResponse = errors.New("latch: unexpected apply response")
+	ErrBadResponse = raftnode.ErrBadResponse
 	// ErrUnknownOutcome is returned by Propose when leadership was lost or
 	// ctx ended after the entry was handed to raft: it may still commit.
 	// It is the wire's session.ErrUnknownOutcome, so a client sees the same

@@ -2,97 +2,10 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
-
-// leadership tracks whether this member is a ready leader: raft elected it
-// AND a barrier committed in its term, so every entry of earlier terms is
-// applied. Only then may it serve linearizable reads or report leadership to
-// subscribers (the lease table renews every session on a true).
-type leadership struct {
-	mu     sync.Mutex
-	ready  bool
-	term   uint64        // term in which ready was reached
-	readyC chan struct{} // closed when ready becomes true; replaced when it drops
-	subs   map[int]chan bool
-	nextID int
-}
-
-func (l *leadership) init() {
-	l.readyC = make(chan struct{})
-	l.subs = map[int]chan bool{}
-}
-
-// set records a transition and tells subscribers.
-func (l *leadership) set(ready bool, term uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ready == l.ready && term == l.term {
-		return
-	}
-	if l.ready && ready {
-		// A new term without an observed step-down: subscribers still
-		// need to see the loss, or they keep state from the old term.
-		l.publish(false)
-	}
-	l.ready, l.term = ready, term
-	if ready {
-		close(l.readyC)
-	} else {
-		l.readyC = make(chan struct{})
-	}
-	l.publish(ready)
-}
-
-// publish delivers v to every subscriber, replacing an unread older value:
-// subscribers want the latest state, not a backlog.
-func (l *leadership) publish(v bool) {
-	for _, ch := range l.subs {
-		select {
-		case <-ch:
-		default:
-		}
-		ch <- v
-	}
-}
-
-func (l *leadership) get() (ready bool, term uint64, readyC <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ready, l.term, l.readyC
-}
-
-func (l *leadership) subscribe() (<-chan bool, func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := make(chan bool, 1)
-	ch <- l.ready
-	id := l.nextID
-	l.nextID++
-	l.subs[id] = ch
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			l.mu.Lock()
-			delete(l.subs, id)
-			l.mu.Unlock()
-		})
-	}
-}
-
-// closeAll tells subscribers leadership is gone for good on Close.
-func (l *leadership) closeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ready {
-		l.ready = false
-		l.readyC = make(chan struct{})
-		l.publish(false)
-	}
-}
 
 // SubscribeLeadership returns a channel that holds whether this member is
 // the ready leader, now and after every change (true once per term won,
@@ -100,7 +13,7 @@ func (l *leadership) closeAll() {
 // see only the latest value. cancel stops delivery; the channel is never
 // closed.
 func (s *Server) SubscribeLeadership() (<-chan bool, func()) {
-	return s.leader.subscribe()
+	return s.leader.Subscribe()
 }
 
 // followLeadership runs lead for every term this member is the ready
@@ -126,7 +39,7 @@ func (s *Server) followLeadership(stop <-chan struct{}, lead func(stop <-chan st
 // IsLeader reports whether this member is the leader and has applied every
 // entry of earlier terms.
 func (s *Server) IsLeader() bool {
-	ready, term, _ := s.leader.get()
+	ready, term, _ := s.leader.Get()
 	return ready && s.raft != nil && s.raft.State() == raft.Leader && s.raft.CurrentTerm() == term
 }
 
@@ -163,10 +76,10 @@ func (s *Server) leadershipLoop() {
 
 func (s *Server) reconcileLeadership() {
 	r := s.raft
-	ready, term, _ := s.leader.get()
+	ready, term, _ := s.leader.Get()
 	if r.State() != raft.Leader {
 		if ready {
-			s.leader.set(false, 0)
+			s.leader.Set(false, 0)
 			s.log.Info("lost leadership", "term", term)
 			s.member.wake()
 		}
@@ -188,7 +101,7 @@ func (s *Server) reconcileLeadership() {
 			s.log.Warn("leader barrier failed", "term", cur, "err", err)
 		}
 		if ready {
-			s.leader.set(false, 0)
+			s.leader.Set(false, 0)
 		}
 		return
 	}
@@ -209,11 +122,11 @@ func (s *Server) reconcileLeadership() {
 	if err != nil {
 		s.log.Warn("recording cluster settings or ACL bootstrap failed; retrying", "term", cur, "err", err)
 		if ready {
-			s.leader.set(false, 0)
+			s.leader.Set(false, 0)
 		}
 		return
 	}
-	s.leader.set(true, cur)
+	s.leader.Set(true, cur)
 	s.log.Info("leader ready", "term", cur, "barrier", time.Since(start), "applied_index", s.fsmApplied())
 	s.member.wake()
 }
@@ -222,7 +135,7 @@ func (s *Server) reconcileLeadership() {
 // NotLeaderError when raft says it is not the leader at all.
 func (s *Server) waitReady(ctx context.Context) error {
 	for {
-		ready, term, readyC := s.leader.get()
+		ready, term, readyC := s.leader.Get()
 		if s.raft.State() != raft.Leader {
 			return s.notLeader()
 		}
@@ -242,6 +155,6 @@ func (s *Server) waitReady(ctx context.Context) error {
 }
 
 func (s *Server) fsmApplied() uint64 {
-	i, _ := s.fsm.appliedIndex()
+	i, _ := s.fsm.Applied()
 	return i
 }

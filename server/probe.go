@@ -24,7 +24,7 @@ func (s *Server) followedLeader() (id string) {
 		return s.cfg.ID
 	}
 	_, lid := s.raft.LeaderWithID()
-	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout || lid == s.crash.deadLeader() {
+	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout || lid == s.crash.DeadLeader() {
 		return ""
 	}
 	return string(lid)

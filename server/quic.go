@@ -155,7 +155,7 @@ func (s *Server) openFront() error {
 	f.workers = newCallWorkers(s)
 	f.register()
 	s.front = f
-	s.fsm.observer = s.applyObservers(s.cfg.Observer)
+	s.fsm.SetObserver(s.applyObservers(s.cfg.Observer))
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/latch-io/latch/namespace/store"
 
 	"github.com/latch-io/latch/server/clock"
+	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/server/raftstore"
 	"github.com/latch-io/latch/session"
 )
@@ -43,14 +44,14 @@ type Server struct {
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
-	crash     *crashDetector // crashdetect.go
-	sever     *severLayer    // sever.go: the raft network, closed at once on a storage stall
-	ticketKey [32]byte       // seals this member's TLS session tickets (ticketkeys.go)
-	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
+	crash     *raftnode.CrashDetector // also the stall watch
+	sever     *raftnode.SeverLayer    // the raft network, closed at once on a storage stall
+	ticketKey [32]byte                // seals this member's TLS session tickets (ticketkeys.go)
+	faults    *raftnode.FaultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	front     *front    // the client listener, dispatch, watches, leases (quic.go)
 	api       *apiFront // the HTTP/JSON API and console (api.go); nil without APIAddr
-	fsm       *fsm
+	fsm       *raftnode.FSM
 	raft      *raft.Raft
 	metrics   *serverMetrics
 
@@ -61,7 +62,7 @@ type Server struct {
 
 	hadState bool // raft state existed when Start ran: never auto-join
 
-	leader   leadership
+	leader   *raftnode.Leadership
 	verifier verifier
 	member   memberState
 
@@ -99,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		obsCh:   make(chan raft.Observation, 64),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.leader.init()
+	s.leader = raftnode.NewLeadership()
 	s.member.init()
 	if err := s.open(); err != nil {
 		s.cancel()
@@ -161,11 +162,11 @@ func (s *Server) open() error {
 			return fmt.Errorf("latch: create data dir: %w", err)
 		}
 	}
-	removeSpools(cfg.DataDir)
+	raftnode.RemoveSpools(cfg.DataDir)
 	var err error
 	// The raft log was a badger store in <data-dir>/raft before the WAL;
 	// OpenWAL moves such a log over once.
-	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: newHCLog(s.log, "raft-wal")})
+	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: raftnode.NewHCLog(s.log, "raft-wal")})
 	if errors.Is(err, raftstore.ErrCorruptLog) {
 		// A damaged raft log is damaged data like a damaged store: the
 		// member refuses to start (latchd says so and exits 1).
@@ -182,7 +183,7 @@ func (s *Server) open() error {
 		return err
 	}
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots.
-	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, newHCLog(s.log, "snapshots"))
+	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, raftnode.NewHCLog(s.log, "snapshots"))
 	if err != nil {
 		return fmt.Errorf("latch: snapshot store: %w", err)
 	}
@@ -206,17 +207,13 @@ func (s *Server) open() error {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
 	s.clock = clock.New(cfg.Clock, cfg.Monotonic, s.store.Clock())
-	s.fsm = newFSM(s.store, cfg.Observer)
-	s.fsm.log = s.log
-	s.fsm.spoolDir = cfg.DataDir
-	s.fsm.clock = s.clock
 	s.hashes = newHashChecker(s)
 	s.disk = newDiskGuard(s)
 	s.disk.check()
-	s.fsm.waitSpace = s.disk.wait
-	s.fsm.hashView = s.hashes.take
-	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
-	noteLimits(s.store, cfg.Limits, s.log)
+	s.fsm = raftnode.NewFSM(raftnode.FSMConfig{
+		Store: s.store, Observer: cfg.Observer, Log: s.log, Clock: s.clock,
+		HashView: s.hashes.take, WaitSpace: s.disk.wait, SpoolDir: cfg.DataDir, OwnLimits: cfg.Limits,
+	})
 	if err := s.openFront(); err != nil {
 		return err
 	}
@@ -243,7 +240,7 @@ func (s *Server) SetObserver(o ApplyObserver) {
 		panic("latch: SetObserver after Start")
 	}
 	s.cfg.Observer = o
-	s.fsm.observer = s.applyObservers(o)
+	s.fsm.SetObserver(s.applyObservers(o))
 }
 
 // Start starts raft, bootstraps a new cluster when configured to, and starts
@@ -272,9 +269,9 @@ func (s *Server) Start() error {
 		return fmt.Errorf("latch: start raft: %w", err)
 	}
 	s.raft = r
-	s.crash.raft.Store(r)
-	s.goFunc(s.crash.run)
-	s.goFunc(func() { s.watchStall(s.stop) })
+	s.crash.SetRaft(r)
+	s.goFunc(s.crash.Run)
+	s.goFunc(func() { s.crash.WatchStall(s.cfg.HeartbeatTimeout) })
 	s.started = true
 	if !hasState {
 		if peers := s.initialPeers(); len(peers) > 0 {
@@ -396,7 +393,7 @@ func (s *Server) raftConfig() *raft.Config {
 	// only needs the snapshot's metadata on start.
 	c.NoSnapshotRestoreOnStart = true
 	c.NoLegacyTelemetry = true
-	c.Logger = newHCLog(s.log, "raft")
+	c.Logger = raftnode.NewHCLog(s.log, "raft")
 	return c
 }
 
@@ -447,7 +444,7 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	s.wg.Wait()
-	s.leader.closeAll()
+	s.leader.CloseAll()
 	errs = append(errs, s.closeResources())
 	s.metrics.unregister()
 	s.closeErr = errors.Join(errs...)

@@ -34,7 +34,7 @@ func (s *Server) Status() (Status, error) {
 		AppliedIndex:     s.fsmApplied(),
 		CommitIndex:      r.CommitIndex(),
 		LastLogIndex:     r.LastIndex(),
-		SnapshotRestores: s.fsm.restores.Load(),
+		SnapshotRestores: s.fsm.Restores(),
 		RaftAddr:         s.raftAddr,
 		ClientAddr:       s.cfg.ClientAddr,
 		HTTPAddr:         s.httpAddr,

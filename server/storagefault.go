@@ -60,7 +60,7 @@ func (s *Server) fail(cause error) {
 		// raft is stuck in the write: no hand-over can run, and the
 		// process may not be able to exit (sever.go). Severed before
 		// Failed closes: whoever sees the failure sees a dead port.
-		s.sever.sever()
+		s.sever.Sever()
 	}
 	close(s.failedC)
 	s.mu.Unlock()

@@ -1,0 +1,14 @@
+package raftnode
+
+import "errors"
+
+// Errors of the raft member's parts. The server package returns the same
+// values (server.ErrClosed, server.ErrBadResponse), so errors.Is matches
+// either name.
+var (
+	// ErrClosed: the member stopped while a caller waited.
+	ErrClosed = errors.New("latch: server closed")
+	// ErrBadResponse means the state machine answered something other than
+	// a *namespace.Result: a bug, reported rather than panicking.
+	ErrBadResponse = errors.New("latch: unexpected apply response")
+)
