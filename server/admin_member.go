@@ -132,7 +132,7 @@ func (m adminMember) SetLimits(ctx context.Context, l namespace.Limits, version 
 }
 
 func (m adminMember) Hash(index uint64) (string, bool) {
-	sum, ok := m.s.hashes.get(index)
+	sum, ok := m.s.hashes.Get(index)
 	if !ok {
 		return "", false
 	}

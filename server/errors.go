@@ -26,13 +26,16 @@ var (
 	ErrUnknownOutcome = session.ErrUnknownOutcome
 	ErrJoin           = errors.New("latch: join failed")
 	// ErrStateDiverged: a majority of the members hashed their state at an
-	// index differently from this member (hashcheck.go).
-	ErrStateDiverged = errors.New("latch: this member's state diverged from the cluster's")
+	// index differently from this member (raftnode/hashcheck.go).
+	ErrStateDiverged = raftnode.ErrStateDiverged
 	// ErrMemberFailed: this member met a storage fault or found its state
 	// diverged, and stopped serving (storagefault.go). It is a
 	// namespace.ErrClosed on the wire, so clients go to another member.
 	ErrMemberFailed = fmt.Errorf("%w: this member failed (storage fault or state divergence) and stopped serving; use another member", namespace.ErrClosed)
 	ErrBadRequest   = errors.New("latch: bad request")
+	// ErrNoSpace is the refusal of a write on a member whose disk is full
+	// (raftnode.DiskGuard).
+	ErrNoSpace = session.ErrNoSpace
 	// ErrStorageStalled: a raft log write did not return within
 	// Config.StorageStallTimeout (stall.go); the member failed.
 	ErrStorageStalled = errors.New("latch: storage stopped answering")

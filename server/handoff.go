@@ -18,10 +18,10 @@ import (
 // storage cannot take writes would otherwise stay leader while the
 // cluster serves nothing that needs it:
 //
-//   - Disk full (diskfull.go): below MinFreeSpace the leader refuses
+//   - Disk full (raftnode/diskfull.go): below MinFreeSpace the leader refuses
 //     proposals and its FSM waits, so new sessions, writes and the
 //     linearizable reads that wait for its FSM stop too. Each disk poll
-//     (diskPoll) that finds it full and leading, it asks the other voters
+//     (raftnode.DiskPoll) that finds it full and leading, it asks the other voters
 //     for their status (GET /v1/status) and transfers leadership to the
 //     most up-to-date one that reports space (no_space false), with
 //     raft's LeadershipTransferToServer: the leader brings the target's
@@ -123,6 +123,17 @@ func (s *Server) handOffTarget(ctx context.Context) (adminapi.Status, error) {
 		return best, fmt.Errorf("%w (asked %d)", errNoHandOffTarget, asked)
 	}
 	return best, nil
+}
+
+// diskPolled is the disk guard's poll (raftnode.DiskGuard.Loop): a full
+// leader hands leadership over, one hand-over at a time.
+func (s *Server) diskPolled(full bool) {
+	switch {
+	case !full:
+		s.diskFull.reset()
+	case s.raft.State() == raft.Leader:
+		s.diskFull.start(s, "disk full")
+	}
 }
 
 // handOff runs one hand-over at a time in the background, for the disk

@@ -38,8 +38,9 @@ type Server struct {
 
 	store     *store.Store
 	clock     *clock.Cluster // the time entries are stamped with
-	hashes    *hashChecker
-	disk      *diskGuard
+	hashes    *raftnode.HashChecker
+	disk      *raftnode.DiskGuard
+	diskFull  handOff // a full leader hands leadership over (handoff.go)
 	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
@@ -207,12 +208,20 @@ func (s *Server) open() error {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
 	s.clock = clock.New(cfg.Clock, cfg.Monotonic, s.store.Clock())
-	s.hashes = newHashChecker(s)
-	s.disk = newDiskGuard(s)
-	s.disk.check()
+	registerIntegrityMetrics()
+	s.hashes = raftnode.NewHashChecker(raftnode.HashCheckConfig{
+		Self: cfg.ID, Log: s.log, Ctx: s.ctx, Go: s.goFunc, Fail: s.fail, Members: s.store.Members, PeerAdmin: s.peerAdmin,
+		Matches:    hashChecksTotal.WithLabelValues(cfg.ID, "match"),
+		Mismatches: hashChecksTotal.WithLabelValues(cfg.ID, "mismatch"),
+		Differing:  hashMismatchGauge.WithLabelValues(cfg.ID),
+	})
+	s.disk = raftnode.NewDiskGuard(raftnode.DiskGuardConfig{
+		Dir: cfg.DataDir, MinFree: cfg.MinFreeSpace, Log: s.log, NoSpace: noSpaceGauge.WithLabelValues(cfg.ID), Stop: s.stop,
+	})
+	s.disk.Check()
 	s.fsm = raftnode.NewFSM(raftnode.FSMConfig{
 		Store: s.store, Observer: cfg.Observer, Log: s.log, Clock: s.clock,
-		HashView: s.hashes.take, WaitSpace: s.disk.wait, SpoolDir: cfg.DataDir, OwnLimits: cfg.Limits,
+		HashView: s.hashes.Take, WaitSpace: s.disk.Wait, SpoolDir: cfg.DataDir, OwnLimits: cfg.Limits,
 	})
 	if err := s.openFront(); err != nil {
 		return err
@@ -221,12 +230,9 @@ func (s *Server) open() error {
 		return err
 	}
 	s.metrics = newServerMetrics(s)
-	registerIntegrityMetrics()
 	memberFailedGauge.WithLabelValues(cfg.ID).Set(0)
 	noSpaceGauge.WithLabelValues(cfg.ID).Set(0)
 	hashMismatchGauge.WithLabelValues(cfg.ID).Set(0)
-	hashChecksTotal.WithLabelValues(cfg.ID, "match")
-	hashChecksTotal.WithLabelValues(cfg.ID, "mismatch")
 	return nil
 }
 
@@ -301,8 +307,8 @@ func (s *Server) Start() error {
 		}
 	})
 	s.goFunc(s.watchStorage)
-	s.goFunc(s.hashCheckLoop)
-	s.goFunc(s.disk.loop)
+	s.goFunc(func() { s.hashes.Loop(s.cfg.HashCheckInterval, s.cfg.ApplyTimeout, s) })
+	s.goFunc(func() { s.disk.Loop(s.diskPolled) })
 	s.goFunc(s.stallLoop)
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)

@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"time"
+
+	"github.com/latch-io/latch/server/raftnode"
 )
 
 // A disk that stops answering is a failure, not a slow moment. raft
@@ -28,7 +30,7 @@ func (s *Server) stallLoop() {
 	if limit <= 0 {
 		return
 	}
-	tick := time.NewTicker(min(limit/4, diskPoll))
+	tick := time.NewTicker(min(limit/4, raftnode.DiskPoll))
 	defer tick.Stop()
 	for {
 		select {

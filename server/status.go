@@ -38,7 +38,7 @@ func (s *Server) Status() (Status, error) {
 		RaftAddr:         s.raftAddr,
 		ClientAddr:       s.cfg.ClientAddr,
 		HTTPAddr:         s.httpAddr,
-		NoSpace:          s.disk.refuse() != nil,
+		NoSpace:          s.disk.Refuse() != nil,
 		Version:          build.Version,
 		Build:            build,
 		PID:              os.Getpid(),

@@ -11,4 +11,7 @@ var (
 	// ErrBadResponse means the state machine answered something other than
 	// a *namespace.Result: a bug, reported rather than panicking.
 	ErrBadResponse = errors.New("latch: unexpected apply response")
+	// ErrStateDiverged: a majority of the members hashed their state at an
+	// index differently from this member (hashcheck.go).
+	ErrStateDiverged = errors.New("latch: this member's state diverged from the cluster's")
 )
