@@ -291,7 +291,7 @@ type Config struct {
 	MinFreeSpace int64
 	// StorageStallTimeout is how long a raft log write may go without
 	// returning before the member takes its disk for one that stopped
-	// answering and fails (stall.go), so that a stuck leader is replaced.
+	// answering and fails (raftnode/stall.go), so that a stuck leader is replaced.
 	// Default 5s; negative turns the watch off.
 	StorageStallTimeout time.Duration
 

@@ -37,8 +37,8 @@ var (
 	// (raftnode.DiskGuard).
 	ErrNoSpace = session.ErrNoSpace
 	// ErrStorageStalled: a raft log write did not return within
-	// Config.StorageStallTimeout (stall.go); the member failed.
-	ErrStorageStalled = errors.New("latch: storage stopped answering")
+	// Config.StorageStallTimeout (raftnode/stall.go); the member failed.
+	ErrStorageStalled = raftnode.ErrStorageStalled
 )
 
 // NotLeaderError says this member is not the leader and names the leader

@@ -32,7 +32,7 @@ import (
 //   - A storage fault (storagefault.go): the failing member hands over to
 //     the same kind of target before raft stops, or to raft's own choice
 //     (the most up-to-date follower) when no status answers.
-//   - A disk that stops answering (stall.go): a raft log write that has
+//   - A disk that stops answering (raftnode/stall.go): a raft log write that has
 //     not returned after StorageStallTimeout makes the member fail; its
 //     leader loop is stuck in that write, so the hand-over cannot run, and
 //     latchd exits at once so that the others elect as after a crash.

@@ -309,7 +309,9 @@ func (s *Server) Start() error {
 	s.goFunc(s.watchStorage)
 	s.goFunc(func() { s.hashes.Loop(s.cfg.HashCheckInterval, s.cfg.ApplyTimeout, s) })
 	s.goFunc(func() { s.disk.Loop(s.diskPolled) })
-	s.goFunc(s.stallLoop)
+	s.goFunc(func() {
+		raftnode.WatchWrites(s.stop, s.cfg.StorageStallTimeout, s.dir("raft-wal"), s.raftStore.PendingWrite, s.fail)
+	})
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()

@@ -14,4 +14,7 @@ var (
 	// ErrStateDiverged: a majority of the members hashed their state at an
 	// index differently from this member (hashcheck.go).
 	ErrStateDiverged = errors.New("latch: this member's state diverged from the cluster's")
+	// ErrStorageStalled: a raft log write did not return within the stall
+	// timeout (stall.go); the member failed.
+	ErrStorageStalled = errors.New("latch: storage stopped answering")
 )

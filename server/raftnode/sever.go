@@ -10,7 +10,7 @@ import (
 )
 
 // A member whose disk stopped answering must look dead to the others at
-// once. latchd exits on ErrStorageStalled (the server's stall.go), but a process with a
+// once. latchd exits on ErrStorageStalled (stall.go), but a process with a
 // thread stuck in a write the kernel does not return from (a frozen file
 // system: the thread sleeps uninterruptibly until the thaw) cannot finish
 // exiting, and its sockets stay open: its raft port keeps accepting, the
