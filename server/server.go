@@ -40,7 +40,7 @@ type Server struct {
 	clock     *clock.Cluster // the time entries are stamped with
 	hashes    *raftnode.HashChecker
 	disk      *raftnode.DiskGuard
-	diskFull  handOff // a full leader hands leadership over (handoff.go)
+	handOff   *raftnode.HandOff // a leader that cannot write, or stops, hands leadership over
 	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
@@ -219,6 +219,10 @@ func (s *Server) open() error {
 		Dir: cfg.DataDir, MinFree: cfg.MinFreeSpace, Log: s.log, NoSpace: noSpaceGauge.WithLabelValues(cfg.ID), Stop: s.stop,
 	})
 	s.disk.Check()
+	s.handOff = raftnode.NewHandOff(raftnode.HandOffConfig{
+		Self: cfg.ID, Log: s.log, Ctx: s.ctx, Go: s.goFunc, ElectionTimeout: cfg.ElectionTimeout,
+		AdminAddr: func(id string) string { return s.memberInfo(id).HTTPAddr }, PeerAdmin: s.peerAdmin,
+	})
 	s.fsm = raftnode.NewFSM(raftnode.FSMConfig{
 		Store: s.store, Observer: cfg.Observer, Log: s.log, Clock: s.clock,
 		HashView: s.hashes.Take, WaitSpace: s.disk.Wait, SpoolDir: cfg.DataDir, OwnLimits: cfg.Limits,
@@ -276,6 +280,7 @@ func (s *Server) Start() error {
 	}
 	s.raft = r
 	s.crash.SetRaft(r)
+	s.handOff.SetRaft(r)
 	s.goFunc(s.crash.Run)
 	s.goFunc(func() { s.crash.WatchStall(s.cfg.HeartbeatTimeout) })
 	s.started = true
@@ -458,6 +463,26 @@ func (s *Server) Close() error {
 	s.closeErr = errors.Join(errs...)
 	s.log.Info("member stopped")
 	return s.closeErr
+}
+
+// handOver hands leadership over before this member stops (Close, a
+// storage fault), then closes the client connections with ConnNotLeader:
+// clients find the new leader while this member still answers probes.
+func (s *Server) handOver(reason string) {
+	if s.handOff.BeforeStop(reason) && s.front != nil {
+		s.front.dropClients(session.ConnNotLeader, "leadership handed over: this member is stopping")
+	}
+}
+
+// diskPolled is the disk guard's poll (raftnode.DiskGuard.Loop): a full
+// leader hands leadership over, one hand-over at a time.
+func (s *Server) diskPolled(full bool) {
+	switch {
+	case !full:
+		s.handOff.Reset()
+	case s.raft.State() == raft.Leader:
+		s.handOff.Start("disk full")
+	}
 }
 
 // closeResources closes whatever open managed to open.
