@@ -13,8 +13,9 @@ import (
 	"github.com/latch-io/latch/session"
 )
 
-// The server's parts in subpackages (watch, lease) declare what they need
-// of the member as small interfaces; this file gives them the member's.
+// The server's parts in subpackages (watch, lease, raftnode) declare what
+// they need of the member as small interfaces; this file gives them the
+// member's.
 
 // leaseMember is the member as the lease keeper sees it: its leadership
 // (lease.Leadership), its sessions (lease.Store) and its log
@@ -22,11 +23,12 @@ import (
 type leaseMember struct{ s *Server }
 
 var (
-	_ lease.Leadership = leaseMember{}
-	_ lease.Store      = leaseMember{}
-	_ lease.Proposer   = leaseMember{}
-	_ lease.Admission  = admissionSignals{}
-	_ watch.Log        = (*raftnode.FSM)(nil)
+	_ lease.Leadership  = leaseMember{}
+	_ lease.Store       = leaseMember{}
+	_ lease.Proposer    = leaseMember{}
+	_ lease.Admission   = admissionSignals{}
+	_ watch.Log         = (*raftnode.FSM)(nil)
+	_ raftnode.Proposer = (*Server)(nil) // the hash check's loop
 )
 
 func (m leaseMember) Term() uint64 {
