@@ -281,6 +281,7 @@ func (s *Server) Start() error {
 	s.raft = r
 	s.crash.SetRaft(r)
 	s.handOff.SetRaft(r)
+	s.leader.SetRaft(r)
 	s.goFunc(s.crash.Run)
 	s.goFunc(func() { s.crash.WatchStall(s.cfg.HeartbeatTimeout) })
 	s.started = true

@@ -34,7 +34,10 @@
 //     the other members'; HandOff (handoff.go) transfers leadership to a
 //     member that can write, on a full disk or before a stop.
 //   - Leadership (leadership.go): whether this member is the ready
-//     leader (elected and its term's barrier applied), with subscribers.
+//     leader, with subscribers. Follow makes it ready once raft elected
+//     it, a barrier of its term committed (so every entry of earlier
+//     terms is applied) and the server's Prepare (cluster settings, cell
+//     root, first ACL rules) succeeded; WaitReady waits for that.
 //   - Logging and metrics: NewHCLog (raftlog.go) routes raft's hclog
 //     output into slog; RaftSink (raftmetrics.go) exports raft's own
 //     go-metrics series to Prometheus without allocating per sample.
@@ -42,20 +45,25 @@
 // # Use
 //
 // The server makes the parts in its open and starts their loops in its
-// Start, in this order: the disk guard and hash checker, then the FSM
-// over them (FSMConfig.WaitSpace, FSMConfig.HashView); the stream layers
-// and the crash detector, then raft's NetworkTransport over them
-// (CrashDetector.SetTransport); once raft runs, SetRaft on the detector
-// and the hand-over, and the loops (CrashDetector.Run, WatchStall,
-// WatchWrites, DiskGuard.Loop, HashChecker.Loop) as goroutines the
-// member owns. A member's failure (server's storagefault.go) severs the
-// network, hands over when it can and stops raft: that, the membership
-// loop and the leadership loop (which bootstraps the cluster settings
-// and ACL rules) are the server's wiring of these parts with the
-// namespace, the fronts and the admin endpoint.
+// Start, in this order: the disk guard, hash checker and hand-over, then
+// the FSM over them (FSMConfig.WaitSpace, FSMConfig.HashView); the
+// stream layers and the crash detector, then raft's NetworkTransport
+// over them (CrashDetector.SetTransport); once raft runs, SetRaft on the
+// detector, the hand-over and the leadership tracker, and the loops
+// (CrashDetector.Run, WatchStall, WatchWrites, DiskGuard.Loop,
+// HashChecker.Loop, Leadership.Follow) as goroutines the member owns.
+//
+// What stays in the server is its wiring of these parts with the
+// namespace, the fronts and the admin endpoint: a member's failure
+// (storagefault.go: sever the network, hand over when it can, stop
+// raft), what a new leader records before it is ready (FollowConfig.
+// Prepare: the cluster settings, the cell root, the first ACL rules),
+// proposals and linearizable reads, and membership (joins, removals and
+// the member records, through the admin endpoint).
 //
 // # Errors
 //
 // ErrClosed, ErrBadResponse, ErrStateDiverged and ErrStorageStalled are
-// the same values as the server's errors of those names.
+// the same values as the server's errors of those names;
+// ErrNotRaftLeader becomes the server's NotLeaderError.
 package raftnode

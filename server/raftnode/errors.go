@@ -14,6 +14,9 @@ var (
 	// ErrStateDiverged: a majority of the members hashed their state at an
 	// index differently from this member (hashcheck.go).
 	ErrStateDiverged = errors.New("latch: this member's state diverged from the cluster's")
+	// ErrNotRaftLeader: raft does not lead on this member
+	// (Leadership.WaitReady); the server answers a NotLeaderError.
+	ErrNotRaftLeader = errors.New("latch: not the raft leader")
 	// ErrStorageStalled: a raft log write did not return within the stall
 	// timeout (stall.go); the member failed.
 	ErrStorageStalled = errors.New("latch: storage stopped answering")

@@ -1,6 +1,14 @@
 package raftnode
 
-import "sync"
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
 
 // Leadership tracks whether this member is a ready leader: raft elected it
 // AND a barrier committed in its term, so every entry of earlier terms is
@@ -13,6 +21,8 @@ type Leadership struct {
 	readyC chan struct{} // closed when ready becomes true; replaced when it drops
 	subs   map[int]chan bool
 	nextID int
+
+	raft atomic.Pointer[raft.Raft] // SetRaft
 }
 
 // NewLeadership returns the tracker of a member that does not lead.
@@ -94,4 +104,129 @@ func (l *Leadership) CloseAll() {
 		l.readyC = make(chan struct{})
 		l.publish(false)
 	}
+}
+
+// SetRaft gives the tracker the member's raft once it runs.
+func (l *Leadership) SetRaft(r *raft.Raft) { l.raft.Store(r) }
+
+// IsLeader reports whether this member is the leader and has applied every
+// entry of earlier terms.
+func (l *Leadership) IsLeader() bool {
+	ready, term, _ := l.Get()
+	r := l.raft.Load()
+	return ready && r != nil && r.State() == raft.Leader && r.CurrentTerm() == term
+}
+
+// WaitReady waits until this member is the ready leader. It returns
+// ErrNotRaftLeader when raft says it is not the leader at all (now, or
+// while it waits: raft's state is checked again every recheck), and
+// ErrClosed when stop closes.
+func (l *Leadership) WaitReady(ctx context.Context, stop <-chan struct{}, recheck time.Duration) error {
+	for {
+		ready, term, readyC := l.Get()
+		r := l.raft.Load()
+		if r == nil || r.State() != raft.Leader {
+			return ErrNotRaftLeader
+		}
+		if ready && r.CurrentTerm() == term {
+			return nil
+		}
+		select {
+		case <-readyC:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return ErrClosed
+		case <-time.After(recheck):
+			// Re-check raft's state: it may have stepped down meanwhile.
+		}
+	}
+}
+
+// FollowConfig is what Follow works with.
+type FollowConfig struct {
+	Stop <-chan struct{}
+	// Observed carries raft's leader and state observations; some may be
+	// dropped, so Follow also reconciles every Recheck.
+	Observed <-chan raft.Observation
+	Recheck  time.Duration
+	// Ctx ends when the member closes; Barrier bounds the barrier of a
+	// term won, and Prepare's context.
+	Ctx     context.Context
+	Barrier time.Duration
+	Log     *slog.Logger
+	// Prepare runs after the barrier of a term won, before the member is
+	// ready (the server records the cluster settings, the cell root and
+	// the first ACL rules); an error leaves it not ready, and the next
+	// reconcile tries again.
+	Prepare func(ctx context.Context, term uint64) error
+	// Follower is told, at each reconcile while raft does not lead here,
+	// the leader raft knows ("" for none) and whether this member just
+	// lost its readiness.
+	Follower func(leader raft.ServerID, lost bool)
+	// Ready is told when this member became the ready leader.
+	Ready func()
+	// Applied is the applied index, for the log.
+	Applied func() uint64
+}
+
+// Follow follows raft's leadership until Stop, and makes this member
+// ready after a barrier and Prepare when it wins a term. Call it after
+// SetRaft.
+func (l *Leadership) Follow(cfg FollowConfig) {
+	tick := time.NewTicker(cfg.Recheck)
+	defer tick.Stop()
+	for {
+		l.reconcile(&cfg)
+		select {
+		case <-cfg.Stop:
+			return
+		case <-cfg.Observed:
+		case <-tick.C:
+		}
+	}
+}
+
+func (l *Leadership) reconcile(cfg *FollowConfig) {
+	r := l.raft.Load()
+	ready, term, _ := l.Get()
+	if r.State() != raft.Leader {
+		if ready {
+			l.Set(false, 0)
+			cfg.Log.Info("lost leadership", "term", term)
+		}
+		_, lid := r.LeaderWithID()
+		cfg.Follower(lid, ready)
+		return
+	}
+	cur := r.CurrentTerm()
+	if ready && term == cur {
+		return
+	}
+	// A barrier commits an entry of this term and waits until the FSM has
+	// applied everything before it.
+	start := time.Now()
+	err := r.Barrier(cfg.Barrier).Error()
+	if err != nil || r.State() != raft.Leader || r.CurrentTerm() != cur {
+		if err != nil {
+			cfg.Log.Warn("leader barrier failed", "term", cur, "err", err)
+		}
+		if ready {
+			l.Set(false, 0)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(cfg.Ctx, cfg.Barrier)
+	err = cfg.Prepare(ctx, cur)
+	cancel()
+	if err != nil {
+		cfg.Log.Warn("preparing the new leader failed; retrying", "term", cur, "err", err)
+		if ready {
+			l.Set(false, 0)
+		}
+		return
+	}
+	l.Set(true, cur)
+	cfg.Log.Info("leader ready", "term", cur, "barrier", time.Since(start), "applied_index", cfg.Applied())
+	cfg.Ready()
 }
