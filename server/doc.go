@@ -56,10 +56,11 @@
 //     the front, never in Apply: every member of a cell has the same flag,
 //     and what Apply decides still comes from the log alone. The leader
 //     creates /Cell before it is ready (bootstrapCell).
-//   - Leader readiness: after winning an election the leader commits a
-//     barrier before IsLeader reports true, SubscribeLeadership delivers
-//     true, or linearizable reads are served. A term change without an
-//     observed step-down is delivered as false then true.
+//   - Leader readiness (raftnode.Leadership): after winning an election
+//     the leader commits a barrier before IsLeader reports true,
+//     SubscribeLeadership delivers true, or linearizable reads are
+//     served. A term change without an observed step-down is delivered
+//     as false then true.
 //   - Linearizable reads use the read-index method: note the commit index,
 //     confirm leadership with a quorum (one VerifyLeader round in flight;
 //     callers arriving meanwhile share the next round), then wait until the
