@@ -6,7 +6,7 @@ import (
 )
 
 // OpHashCheck marks a point in the log at which every member hashes its
-// state (server/hashcheck.go compares the hashes across members). It
+// state (server/raftnode/hashcheck.go compares the hashes across members). It
 // changes nothing but the applied index; ApplyBatch commits the state up
 // to it and hands back a read view of exactly that state in
 // Result.HashView, so the hash is computed off the apply path while later

@@ -132,7 +132,7 @@ func (m adminMember) SetLimits(ctx context.Context, l namespace.Limits, version 
 }
 
 func (m adminMember) Hash(index uint64) (string, bool) {
-	sum, ok := m.s.hashes.get(index)
+	sum, ok := m.s.hashes.Get(index)
 	if !ok {
 		return "", false
 	}
@@ -164,6 +164,6 @@ func (m adminMember) TicketKey() []byte {
 // Config.FaultInjection: its raft stream layer and raft log store.
 type adminFaults struct{ s *Server }
 
-func (f adminFaults) SetBlocked(addrs []string) { f.s.faults.setBlocked(addrs) }
-func (f adminFaults) Blocked() []string         { return f.s.faults.blockedList() }
+func (f adminFaults) SetBlocked(addrs []string) { f.s.faults.SetBlocked(addrs) }
+func (f adminFaults) Blocked() []string         { return f.s.faults.Blocked() }
 func (f adminFaults) HoldWrites(on bool)        { f.s.raftStore.HoldWrites(on) }

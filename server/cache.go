@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
 
+	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/session"
 )
 
@@ -71,7 +72,7 @@ type cacheTable struct {
 	slack  time.Duration // margin on the leader's side of every lease
 	maxPer int
 	verify func(context.Context) error // confirms leadership (verifyLeader)
-	gen    *applyGen                   // the FSM's apply generation
+	gen    *raftnode.ApplyGen          // the FSM's apply generation
 	// restores is the FSM's snapshot install count: a restore replaces
 	// the state without events, so every cache is dropped (restored).
 	restores func() uint64
@@ -166,9 +167,9 @@ func newCacheTable(s *Server) *cacheTable {
 		slack:    lease/50 + time.Millisecond,
 		maxPer:   maxPer,
 		verify:   s.verifyLeader,
-		gen:      &s.fsm.gen,
-		restores: s.fsm.restores.Load,
-		restored: s.fsm.restores.Load(),
+		gen:      s.fsm.Gen(),
+		restores: s.fsm.Restores,
+		restored: s.fsm.Restores(),
 		holders:  map[*clientConn]*cacheHolder{},
 		closing:  map[*cacheHolder]struct{}{},
 		byPath:   map[string]map[*cacheHolder]struct{}{},

@@ -195,7 +195,7 @@ func (t *cacheTable) gate(ctx context.Context, p string, stable bool, gen uint64
 		return nil
 	}
 	if gen%2 == 1 {
-		if err := t.gen.wait(ctx, gen+1); err != nil {
+		if err := t.gen.Wait(ctx, gen+1); err != nil {
 			return err
 		}
 	}

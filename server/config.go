@@ -98,7 +98,7 @@ type Config struct {
 	// leader before it asks for votes (raft waits a random 1-2x between
 	// checks, so a dead leader is noticed 1-3x after its last heartbeat);
 	// the leader heartbeats every tenth of it. A crashed leader is
-	// detected at once without it (crashdetect.go). Default 500ms.
+	// detected at once without it (raftnode/crashdetect.go). Default 500ms.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout is how long a candidate waits for votes before it
 	// tries again (random 1-2x). At least HeartbeatTimeout. Default 500ms.
@@ -142,7 +142,7 @@ type Config struct {
 	// leader; a read beyond it is answered but not cached. Default 10000.
 	MaxCachedPerConn int
 
-	// Member traffic (transport.go, auth.go).
+	// Member traffic (raftnet.go, raftnode/transport.go, auth.go).
 
 	// ClusterCA (PEM) is the CA of the cluster's members and admins: a raft
 	// peer must present a member certificate it signed, and the admin
@@ -169,7 +169,7 @@ type Config struct {
 	Recover []Peer
 
 	// FaultInjection lets the admin endpoint POST /v1/faults cut this
-	// member's raft traffic to chosen members (see faults.go), for the chaos
+	// member's raft traffic to chosen members (see raftnode/faultlayer.go), for the chaos
 	// runner. Never enable it in production: anyone who reaches the admin
 	// port can partition the cluster.
 	FaultInjection bool
@@ -286,17 +286,17 @@ type Config struct {
 
 	// MinFreeSpace is the free space (bytes) the data dir's file system
 	// must keep: below it the member refuses writes with ErrNoSpace and
-	// applies nothing until space returns (diskfull.go). Default 256 MiB;
+	// applies nothing until space returns (raftnode/diskfull.go). Default 256 MiB;
 	// negative turns the guard off.
 	MinFreeSpace int64
 	// StorageStallTimeout is how long a raft log write may go without
 	// returning before the member takes its disk for one that stopped
-	// answering and fails (stall.go), so that a stuck leader is replaced.
+	// answering and fails (raftnode/stall.go), so that a stuck leader is replaced.
 	// Default 5s; negative turns the watch off.
 	StorageStallTimeout time.Duration
 
 	// HashCheckInterval is how often the leader has every member hash its
-	// state at the same index and compare (hashcheck.go). Default 5m;
+	// state at the same index and compare (raftnode/hashcheck.go). Default 5m;
 	// negative turns the schedule off (POST /v1/hash-check still works).
 	HashCheckInterval time.Duration
 

@@ -103,12 +103,12 @@ const maxStableTries = 16
 // rarely overlaps one; after maxStableTries it answers with the index
 // applied before the read (stable false; gen is the generation after).
 func (f *front) stableRead(ctx context.Context, read func() error) (rev uint64, stable bool, gen uint64, err error) {
-	g := &f.s.fsm.gen
+	g := f.s.fsm.Gen()
 	for try := 1; ; try++ {
-		before := g.load()
+		before := g.Load()
 		rev = f.s.fsmApplied()
 		err = read()
-		gen = g.load()
+		gen = g.Load()
 		if before == gen && gen%2 == 0 {
 			return rev, true, gen, err
 		}
@@ -116,7 +116,7 @@ func (f *front) stableRead(ctx context.Context, read func() error) (rev uint64, 
 			return rev, false, gen, err
 		}
 		if gen%2 == 1 {
-			if werr := g.wait(ctx, gen+1); werr != nil {
+			if werr := g.Wait(ctx, gen+1); werr != nil {
 				return 0, false, gen, werr
 			}
 		}

@@ -2,7 +2,10 @@
 // write-ahead log and stable store (hashicorp/raft-wal, package raftstore), a thin raft FSM
 // over the namespace state machine, membership, snapshots and the admin HTTP
 // endpoint. Client-facing layers (the QUIC front, the request handlers,
-// watches, leases) are built on the methods below.
+// watches, leases) are built on the methods below. The parts around raft (the FSM,
+// raft's stream layers, the crash, stall and storage detectors, the disk
+// guard, the state hash check, the leadership hand-over and tracker) are
+// package raftnode, which this package wires (server.go, raftnet.go).
 //
 // # Use
 //
@@ -53,10 +56,11 @@
 //     the front, never in Apply: every member of a cell has the same flag,
 //     and what Apply decides still comes from the log alone. The leader
 //     creates /Cell before it is ready (bootstrapCell).
-//   - Leader readiness: after winning an election the leader commits a
-//     barrier before IsLeader reports true, SubscribeLeadership delivers
-//     true, or linearizable reads are served. A term change without an
-//     observed step-down is delivered as false then true.
+//   - Leader readiness (raftnode.Leadership): after winning an election
+//     the leader commits a barrier before IsLeader reports true,
+//     SubscribeLeadership delivers true, or linearizable reads are
+//     served. A term change without an observed step-down is delivered
+//     as false then true.
 //   - Linearizable reads use the read-index method: note the commit index,
 //     confirm leadership with a quorum (one VerifyLeader round in flight;
 //     callers arriving meanwhile share the next round), then wait until the
@@ -133,24 +137,24 @@
 //     that fails its checksum (raftstore/checksum.go: every entry is
 //     checked on read, and the whole log before the member starts, which
 //     it refuses on a damaged one), or a state hash
-//     that a majority of members disagrees with (hashcheck.go: the leader
+//     that a majority of members disagrees with (raftnode/hashcheck.go: the leader
 //     proposes OpHashCheck every HashCheckInterval, every member hashes
 //     that index and compares over the admin API), makes the member fail
 //     (storagefault.go): it stops serving, hands off leadership (to a
-//     member with space, handoff.go), stops raft and closes Failed, on
+//     member with space, raftnode/handoff.go), stops raft and closes Failed, on
 //     which latchd exits 1.
-//   - Disk full (diskfull.go): below Config.MinFreeSpace free bytes the
+//   - Disk full (raftnode/diskfull.go): below Config.MinFreeSpace free bytes the
 //     member refuses proposals with ErrNoSpace and the FSM waits, instead
 //     of badger dying with SIGBUS in a memory-mapped write; a leader in
 //     that state hands leadership to the most up-to-date voter with space
-//     (handoff.go), so the cluster keeps serving.
-//   - A disk that stops answering (stall.go): a raft log write in flight
+//     (raftnode/handoff.go), so the cluster keeps serving.
+//   - A disk that stops answering (raftnode/stall.go): a raft log write in flight
 //     for longer than Config.StorageStallTimeout fails the member with
 //     ErrStorageStalled; the member first closes its raft listener and
-//     every raft connection itself (sever.go: a process stuck in a frozen
+//     every raft connection itself (raftnode/sever.go: a process stuck in a frozen
 //     file system cannot finish exiting), so the others see it die and
 //     elect at once, then latchd exits.
-//   - Restore (snapshotcheck.go, backup.go): a backup, and every snapshot
+//   - Restore (raftnode/snapshotcheck.go, backup.go): a backup, and every snapshot
 //     raft installs, is checked whole by store.CheckSnapshot (checksum,
 //     metadata, every lock request has its session and its own node)
 //     before the store drops its state; a refused one changes nothing
@@ -235,7 +239,7 @@
 //     to the survey's probes, so failover is as fast as before: the ask
 //     is one more datagram to the member that just answered as leader.
 //  3. A failure detector that tells a dead leader from a slow one
-//     (crashdetect.go). A crashed leader's kernel closes its raft
+//     (raftnode/crashdetect.go). A crashed leader's kernel closes its raft
 //     connections and its raft port refuses new ones; a slow, stopped or
 //     partitioned one does neither. A follower that reads EOF from the
 //     leader's connection dials its raft port; "connection refused"
@@ -248,7 +252,8 @@
 //  4. Planned failover costs nothing: Close (SIGTERM) on a leader first
 //     transfers leadership (raft.LeadershipTransfer) to an up-to-date
 //     voter and closes its client connections with ConnNotLeader, so the
-//     clients move while the member still answers probes (handOff).
+//     clients move while the member still answers probes (handOver,
+//     raftnode.HandOff).
 //
 // Reconnect storms converge and lose nothing. After a leader change every
 // client reconnects to the new leader, which admits them at the rate it
@@ -301,7 +306,7 @@
 //     dial, well under a millisecond on a LAN). A stopped or cut-off
 //     leader: a follower starts a pre-vote once it heard nothing for
 //     500ms (raft checks on a random 500ms-1s timer; the stall watch,
-//     stalldetect.go, makes it check as soon as the silence is that long,
+//     raftnode/stalldetect.go, makes it check as soon as the silence is that long,
 //     the k-th ranked voter 60ms after the one before it); voters refuse
 //     while they still have a leader, so the election completes once a
 //     majority of the others timed out (0.5-0.6s).
@@ -373,7 +378,7 @@
 // moves, through Config.Clock and Config.Monotonic); package proc runs
 // real latchd processes for crash tests (SIGKILL, SIGSTOP).
 //
-// # Member traffic (transport.go, auth.go)
+// # Member traffic (raftnet.go, raftnode/transport.go, auth.go)
 //
 // Raft runs on raft's NetworkTransport over a TLS stream layer (over the
 // fault layer with FaultInjection, over TCP or Config.RaftLayer's layer): every connection is mutual
@@ -381,7 +386,7 @@
 // (session.MemberTLS), the handshake done on first use with a 10s bound,
 // so an accepted connection never stalls raft's accept loop and a
 // non-member never reaches raft. Replication is not pipelined (one
-// AppendEntries in flight per follower, raftNetConfig): raft's pipeline
+// AppendEntries in flight per follower, raftnode.NetConfig): raft's pipeline
 // can deadlock its Shutdown. The admin endpoint is HTTPS only, with the
 // member certificate; who may call what is decided per route from the
 // verified client certificate (admin.Caller): a member (session.PeerMember)

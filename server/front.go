@@ -125,7 +125,7 @@ func (s *Server) openFront() error {
 	f.keep = newLeaseKeeper(f)
 	f.register()
 	s.front = f
-	s.fsm.observer = s.applyObservers(cfg.Observer)
+	s.fsm.SetObserver(s.applyObservers(cfg.Observer))
 	return nil
 }
 

@@ -115,7 +115,7 @@ func (m frontMember) PeerTicketKeys(ctx context.Context) ([][32]byte, bool) {
 // followedLeader returns the leader this member can vouch for: itself
 // while raft says it leads, else the leader raft follows while it has not
 // timed it out (heard from it within a heartbeat timeout) and did not see
-// it crash (crashdetect.go). A crashed leader is not named: until the
+// it crash (raftnode.CrashDetector). A crashed leader is not named: until the
 // election ends, redirects and probe answers say "no leader yet" rather
 // than send clients to a dead member. (Half a heartbeat timeout, as
 // before, made a follower that a load starved for 250ms deny a healthy
@@ -128,7 +128,7 @@ func (s *Server) followedLeader() (id string) {
 		return s.cfg.ID
 	}
 	_, lid := s.raft.LeaderWithID()
-	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout || lid == s.crash.deadLeader() {
+	if lid == "" || time.Since(s.raft.LastContact()) > s.cfg.HeartbeatTimeout || lid == s.crash.DeadLeader() {
 		return ""
 	}
 	return string(lid)

@@ -6,9 +6,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics of the integrity checks (storagefault.go, hashcheck.go,
-// diskfull.go), registered once in prometheus' default registry like the
-// others (metrics.go).
+// Metrics of the integrity checks (storagefault.go, and raftnode's
+// hashcheck.go and diskfull.go, which get their series at open),
+// registered once in prometheus' default registry like the others
+// (metrics.go).
 var (
 	integrityOnce sync.Once
 

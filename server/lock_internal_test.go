@@ -8,65 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/namespace/store"
 	"github.com/latch-io/latch/server/locksvc"
 	"github.com/latch-io/latch/session"
 )
-
-// An entry that does not decode is applied as a no-op, which may grant
-// locks left over from a full batch: observers see those grants and
-// events, and the proposer gets the decode error with them.
-func TestFSMDecodeErrorKeepsGrants(t *testing.T) {
-	limits := namespace.DefaultLimits()
-	limits.MaxLockBatch = 1
-	st, err := store.Open(store.Config{Dir: t.TempDir(), Limits: limits})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	obs := &recordingObserver{}
-	f := newFSM(st, obs)
-	// Session 1 holds /l; sessions 3 and 4 wait to read it.
-	f.ApplyBatch([]*raft.Log{
-		commandLog(t, 1, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
-		commandLog(t, 2, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Session: 1}),
-		commandLog(t, 3, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
-		commandLog(t, 4, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
-		commandLog(t, 5, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 3}),
-		commandLog(t, 6, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 4}),
-	})
-	q, err := st.LockQueue("/l")
-	if err != nil || len(q) != 3 || !q[0].Granted {
-		t.Fatalf("queue %+v %v", q, err)
-	}
-	// Releasing the writer makes both readers runnable; one batch grants one.
-	out := f.ApplyBatch([]*raft.Log{commandLog(t, 7, namespace.Command{Op: namespace.OpLockRelease, Path: q[0].Node, Session: 1})})
-	if r := out[0].(*namespace.Result); r.Err != nil || len(r.Grants) != 1 {
-		t.Fatalf("release: %+v", r)
-	}
-	if _, ok := st.NextTimer(); !ok {
-		t.Fatal("a grant left over, but NextTimer asks for no tick")
-	}
-	obs.batches = nil
-	out = f.ApplyBatch([]*raft.Log{{Index: 8, Term: 1, Type: raft.LogCommand, Data: []byte{0xc1, 0xff}}})
-	r := out[0].(*namespace.Result)
-	if !errors.Is(r.Err, namespace.ErrMalformed) {
-		t.Fatalf("proposer's result: %v, want ErrMalformed", r.Err)
-	}
-	if len(r.Grants) != 1 || r.Grants[0].Node != q[2].Node {
-		t.Fatalf("proposer's result lost the grant: %+v", r)
-	}
-	if len(obs.batches) != 1 || len(obs.batches[0]) != 1 {
-		t.Fatalf("observer saw %+v", obs.batches)
-	}
-	seen := obs.batches[0][0]
-	if seen.Err != nil || len(seen.Grants) != 1 || seen.Grants[0].Node != q[2].Node || len(seen.Events) == 0 {
-		t.Fatalf("observer's result: %+v, want the no-op's grant and events", seen)
-	}
-}
 
 // Lock timers commit through ticks proposed by the leader alone: a hold
 // TTL ends and a lock-delay runs out with no other command coming.

@@ -384,6 +384,12 @@ func (s *Server) registerOnce() error {
 		if err := s.postJoin(ctx, target, req); err != nil {
 			return err
 		}
+		// The leader answers once the change committed: this member was
+		// in the configuration, even if it is removed before this loop
+		// looks again, and must then not join a second time.
+		s.member.mu.Lock()
+		s.member.inConfig = true
+		s.member.mu.Unlock()
 		return errPending // confirm by seeing ourselves in the configuration
 	}
 	if got, ok := s.recorded(s.cfg.ID); ok && got == s.self() {

@@ -8,11 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latch-io/latch/server/quicfront"
+	"github.com/latch-io/latch/server/raftnode"
 )
 
 // Metrics live in prometheus' default registry, which also carries the Go
 // and process collectors, and raft's own go-metrics series through a global
-// sink (raftSink). Both registrations are process-wide, so they happen once; a member
+// sink (raftnode.RaftSink). Both registrations are process-wide, so they happen once; a member
 // adds itself to memberCollector and labels its series with its id.
 var (
 	registerOnce sync.Once
@@ -46,7 +47,7 @@ func (s *Server) countRefused(what string) {
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		sink := &raftSink{series: map[uint64][]*raftSeries{}}
+		sink := raftnode.NewRaftSink()
 		prometheus.MustRegister(proposalsTotal, proposalSeconds, verifiesTotal, refusedTotal, members, sink)
 		conf := gometrics.DefaultConfig("")
 		conf.EnableHostname = false
@@ -186,7 +187,7 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 			leader = 1
 		}
 		gauge(descLeader, leader)
-		ch <- prometheus.MustNewConstMetric(descRestores, prometheus.CounterValue, float64(s.fsm.restores.Load()), id)
+		ch <- prometheus.MustNewConstMetric(descRestores, prometheus.CounterValue, float64(s.fsm.Restores()), id)
 		if f := s.front; f != nil {
 			f.collect(ch, id)
 			for _, c := range f.caps() {

@@ -197,7 +197,7 @@ func (opsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descWatches, s.front.hub.Watchers())
 		gauge(descConnections, s.front.quic.Connections())
-		n := s.fsm.decodeErrors.Load()
+		n := s.fsm.DecodeErrors()
 		if m := s.metrics; m != nil && m.ops != nil {
 			if seen := m.ops.decodeSeen.Swap(n); n > seen {
 				m.ops.decode.Add(float64(n - seen))

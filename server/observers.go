@@ -2,6 +2,15 @@ package server
 
 import "github.com/latch-io/latch/namespace"
 
+// ApplyObserver is told about every batch the state machine applied, in log
+// order, on the FSM goroutine: it must not block (hand work to its own
+// goroutine). Entries skipped because they were applied before a restart are
+// not reported. The results must not be modified. It is the FSM's
+// raftnode.Observer.
+type ApplyObserver interface {
+	Applied(results []*namespace.Result)
+}
+
 // applyObservers fans every applied batch out to several observers, in
 // order, on the FSM goroutine.
 type applyObservers []ApplyObserver
@@ -29,5 +38,5 @@ func (s *Server) applyObservers(user ApplyObserver) ApplyObserver {
 // Start.
 func (f *front) observe(o ApplyObserver) {
 	f.observers = append(f.observers, o)
-	f.s.fsm.observer = f.s.applyObservers(f.s.cfg.Observer)
+	f.s.fsm.SetObserver(f.s.applyObservers(f.s.cfg.Observer))
 }

@@ -9,20 +9,14 @@ import (
 	"github.com/latch-io/latch/server/clock"
 	"github.com/latch-io/latch/server/lease"
 	"github.com/latch-io/latch/server/quicfront"
+	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
 
-// The server's parts in subpackages (watch, lease) declare what they need
-// of the member as small interfaces; this file gives them the member's.
-
-// AppliedIndex is the index of the last entry the namespace applied (the
-// watch hub's watch.Log).
-func (f *fsm) AppliedIndex() uint64 { return f.store.AppliedIndex() }
-
-// Restores counts the snapshots installed on this member: each one breaks
-// the history of events and replaces the sessions.
-func (f *fsm) Restores() uint64 { return f.restores.Load() }
+// The server's parts in subpackages (watch, lease, raftnode) declare what
+// they need of the member as small interfaces; this file gives them the
+// member's.
 
 // leaseMember is the member as the lease keeper sees it: its leadership
 // (lease.Leadership), its sessions (lease.Store) and its log
@@ -30,15 +24,16 @@ func (f *fsm) Restores() uint64 { return f.restores.Load() }
 type leaseMember struct{ s *Server }
 
 var (
-	_ lease.Leadership = leaseMember{}
-	_ lease.Store      = leaseMember{}
-	_ lease.Proposer   = leaseMember{}
-	_ lease.Admission  = (*quicfront.Front)(nil)
-	_ watch.Log        = (*fsm)(nil)
+	_ lease.Leadership  = leaseMember{}
+	_ lease.Store       = leaseMember{}
+	_ lease.Proposer    = leaseMember{}
+	_ lease.Admission   = (*quicfront.Front)(nil)
+	_ watch.Log         = (*raftnode.FSM)(nil)
+	_ raftnode.Proposer = (*Server)(nil) // the hash check's loop
 )
 
 func (m leaseMember) Term() uint64 {
-	_, term, _ := m.s.leader.get()
+	_, term, _ := m.s.leader.Get()
 	return term
 }
 

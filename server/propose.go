@@ -34,7 +34,7 @@ func (s *Server) Propose(ctx context.Context, cmd *namespace.Command) (*namespac
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
-	if err := s.disk.refuse(); err != nil {
+	if err := s.disk.Refuse(); err != nil {
 		return nil, err
 	}
 	data, err := namespace.EncodeEntry(&namespace.Entry{Time: s.clock.Now(), Cmd: *cmd})

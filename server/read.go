@@ -84,7 +84,7 @@ func (s *Server) LinearizableRead(ctx context.Context) error {
 		}
 		return err
 	}
-	return s.fsm.waitApplied(ctx, s.stop, s.lastCommandAtOrBelow(commit))
+	return s.fsm.WaitApplied(ctx, s.stop, s.lastCommandAtOrBelow(commit))
 }
 
 // lastCommandAtOrBelow returns the index of the last entry at or below index
@@ -92,7 +92,7 @@ func (s *Server) LinearizableRead(ctx context.Context) error {
 // the FSM, so waiting for the applied index to reach such an entry could
 // wait for the next write; waiting for the last command before it is enough.
 func (s *Server) lastCommandAtOrBelow(index uint64) uint64 {
-	applied, _ := s.fsm.appliedIndex()
+	applied, _ := s.fsm.Applied()
 	var l raft.Log
 	for i := index; i > applied; i-- {
 		if err := s.logs.GetLog(i, &l); err != nil {
@@ -109,6 +109,6 @@ func (s *Server) lastCommandAtOrBelow(index uint64) uint64 {
 // caughtUp reports whether the FSM has applied every command raft on this
 // member knows to be committed.
 func (s *Server) caughtUp() bool {
-	applied, _ := s.fsm.appliedIndex()
+	applied, _ := s.fsm.Applied()
 	return applied >= s.lastCommandAtOrBelow(s.raft.CommitIndex())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/latch-io/latch/namespace/store"
 
 	"github.com/latch-io/latch/server/clock"
+	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/server/raftstore"
 	"github.com/latch-io/latch/session"
 )
@@ -37,19 +38,20 @@ type Server struct {
 
 	store     *store.Store
 	clock     *clock.Cluster // the time entries are stamped with
-	hashes    *hashChecker
-	disk      *diskGuard
+	hashes    *raftnode.HashChecker
+	disk      *raftnode.DiskGuard
+	handOff   *raftnode.HandOff // a leader that cannot write, or stops, hands leadership over
 	raftStore *raftstore.WAL
 	logs      raft.LogStore // raftStore behind a cache
 	snaps     *raft.FileSnapshotStore
 	trans     *raft.NetworkTransport
-	crash     *crashDetector // crashdetect.go
-	sever     *severLayer    // sever.go: the raft network, closed at once on a storage stall
-	faults    *faultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
+	crash     *raftnode.CrashDetector // also the stall watch
+	sever     *raftnode.SeverLayer    // the raft network, closed at once on a storage stall
+	faults    *raftnode.FaultLayer    // under raft's TLS stream layer with Config.FaultInjection; else nil
 	memberTLS *session.MemberTLS
 	front     *front    // the request handlers, watches, leases and the QUIC front (front.go)
 	api       *apiFront // the HTTP/JSON API and console (api.go); nil without APIAddr
-	fsm       *fsm
+	fsm       *raftnode.FSM
 	raft      *raft.Raft
 	metrics   *serverMetrics
 
@@ -60,7 +62,7 @@ type Server struct {
 
 	hadState bool // raft state existed when Start ran: never auto-join
 
-	leader   leadership
+	leader   *raftnode.Leadership
 	verifier verifier
 	member   memberState
 
@@ -98,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		obsCh:   make(chan raft.Observation, 64),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.leader.init()
+	s.leader = raftnode.NewLeadership()
 	s.member.init()
 	if err := s.open(); err != nil {
 		s.cancel()
@@ -160,11 +162,11 @@ func (s *Server) open() error {
 			return fmt.Errorf("latch: create data dir: %w", err)
 		}
 	}
-	removeSpools(cfg.DataDir)
+	raftnode.RemoveSpools(cfg.DataDir)
 	var err error
 	// The raft log was a badger store in <data-dir>/raft before the WAL;
 	// OpenWAL moves such a log over once.
-	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: newHCLog(s.log, "raft-wal")})
+	s.raftStore, err = raftstore.OpenWAL(raftstore.WALConfig{Dir: s.dir("raft-wal"), MigrateFrom: s.dir("raft"), Logger: raftnode.NewHCLog(s.log, "raft-wal")})
 	if errors.Is(err, raftstore.ErrCorruptLog) {
 		// A damaged raft log is damaged data like a damaged store: the
 		// member refuses to start (latchd says so and exits 1).
@@ -181,7 +183,7 @@ func (s *Server) open() error {
 		return err
 	}
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots.
-	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, newHCLog(s.log, "snapshots"))
+	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, raftnode.NewHCLog(s.log, "snapshots"))
 	if err != nil {
 		return fmt.Errorf("latch: snapshot store: %w", err)
 	}
@@ -205,17 +207,25 @@ func (s *Server) open() error {
 		s.httpAddr = s.httpLn.Addr().String()
 	}
 	s.clock = clock.New(cfg.Clock, cfg.Monotonic, s.store.Clock())
-	s.fsm = newFSM(s.store, cfg.Observer)
-	s.fsm.log = s.log
-	s.fsm.spoolDir = cfg.DataDir
-	s.fsm.clock = s.clock
-	s.hashes = newHashChecker(s)
-	s.disk = newDiskGuard(s)
-	s.disk.check()
-	s.fsm.waitSpace = s.disk.wait
-	s.fsm.hashView = s.hashes.take
-	s.fsm.ownLimits, s.fsm.limitsRev = cfg.Limits, s.store.LimitsRevision()
-	noteLimits(s.store, cfg.Limits, s.log)
+	registerIntegrityMetrics()
+	s.hashes = raftnode.NewHashChecker(raftnode.HashCheckConfig{
+		Self: cfg.ID, Log: s.log, Ctx: s.ctx, Go: s.goFunc, Fail: s.fail, Members: s.store.Members, PeerAdmin: s.peerAdmin,
+		Matches:    hashChecksTotal.WithLabelValues(cfg.ID, "match"),
+		Mismatches: hashChecksTotal.WithLabelValues(cfg.ID, "mismatch"),
+		Differing:  hashMismatchGauge.WithLabelValues(cfg.ID),
+	})
+	s.disk = raftnode.NewDiskGuard(raftnode.DiskGuardConfig{
+		Dir: cfg.DataDir, MinFree: cfg.MinFreeSpace, Log: s.log, NoSpace: noSpaceGauge.WithLabelValues(cfg.ID), Stop: s.stop,
+	})
+	s.disk.Check()
+	s.handOff = raftnode.NewHandOff(raftnode.HandOffConfig{
+		Self: cfg.ID, Log: s.log, Ctx: s.ctx, Go: s.goFunc, ElectionTimeout: cfg.ElectionTimeout,
+		AdminAddr: func(id string) string { return s.memberInfo(id).HTTPAddr }, PeerAdmin: s.peerAdmin,
+	})
+	s.fsm = raftnode.NewFSM(raftnode.FSMConfig{
+		Store: s.store, Observer: cfg.Observer, Log: s.log, Clock: s.clock,
+		HashView: s.hashes.Take, WaitSpace: s.disk.Wait, SpoolDir: cfg.DataDir, OwnLimits: cfg.Limits,
+	})
 	if err := s.openFront(); err != nil {
 		return err
 	}
@@ -223,12 +233,9 @@ func (s *Server) open() error {
 		return err
 	}
 	s.metrics = newServerMetrics(s)
-	registerIntegrityMetrics()
 	memberFailedGauge.WithLabelValues(cfg.ID).Set(0)
 	noSpaceGauge.WithLabelValues(cfg.ID).Set(0)
 	hashMismatchGauge.WithLabelValues(cfg.ID).Set(0)
-	hashChecksTotal.WithLabelValues(cfg.ID, "match")
-	hashChecksTotal.WithLabelValues(cfg.ID, "mismatch")
 	return nil
 }
 
@@ -242,7 +249,7 @@ func (s *Server) SetObserver(o ApplyObserver) {
 		panic("latch: SetObserver after Start")
 	}
 	s.cfg.Observer = o
-	s.fsm.observer = s.applyObservers(o)
+	s.fsm.SetObserver(s.applyObservers(o))
 }
 
 // Start starts raft, bootstraps a new cluster when configured to, and starts
@@ -271,9 +278,11 @@ func (s *Server) Start() error {
 		return fmt.Errorf("latch: start raft: %w", err)
 	}
 	s.raft = r
-	s.crash.raft.Store(r)
-	s.goFunc(s.crash.run)
-	s.goFunc(func() { s.watchStall(s.stop) })
+	s.crash.SetRaft(r)
+	s.handOff.SetRaft(r)
+	s.leader.SetRaft(r)
+	s.goFunc(s.crash.Run)
+	s.goFunc(func() { s.crash.WatchStall(s.cfg.HeartbeatTimeout) })
 	s.started = true
 	if !hasState {
 		if peers := s.initialPeers(); len(peers) > 0 {
@@ -303,9 +312,11 @@ func (s *Server) Start() error {
 		}
 	})
 	s.goFunc(s.watchStorage)
-	s.goFunc(s.hashCheckLoop)
-	s.goFunc(s.disk.loop)
-	s.goFunc(s.stallLoop)
+	s.goFunc(func() { s.hashes.Loop(s.cfg.HashCheckInterval, s.cfg.ApplyTimeout, s) })
+	s.goFunc(func() { s.disk.Loop(s.diskPolled) })
+	s.goFunc(func() {
+		raftnode.WatchWrites(s.stop, s.cfg.StorageStallTimeout, s.dir("raft-wal"), s.raftStore.PendingWrite, s.fail)
+	})
 	s.goFunc(s.leadershipLoop)
 	s.goFunc(s.memberLoop)
 	s.startFront()
@@ -395,7 +406,7 @@ func (s *Server) raftConfig() *raft.Config {
 	// only needs the snapshot's metadata on start.
 	c.NoSnapshotRestoreOnStart = true
 	c.NoLegacyTelemetry = true
-	c.Logger = newHCLog(s.log, "raft")
+	c.Logger = raftnode.NewHCLog(s.log, "raft")
 	return c
 }
 
@@ -446,12 +457,32 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	s.wg.Wait()
-	s.leader.closeAll()
+	s.leader.CloseAll()
 	errs = append(errs, s.closeResources())
 	s.metrics.unregister()
 	s.closeErr = errors.Join(errs...)
 	s.log.Info("member stopped")
 	return s.closeErr
+}
+
+// handOver hands leadership over before this member stops (Close, a
+// storage fault), then closes the client connections with ConnNotLeader:
+// clients find the new leader while this member still answers probes.
+func (s *Server) handOver(reason string) {
+	if s.handOff.BeforeStop(reason) && s.front != nil {
+		s.front.dropClients(session.ConnNotLeader, "leadership handed over: this member is stopping")
+	}
+}
+
+// diskPolled is the disk guard's poll (raftnode.DiskGuard.Loop): a full
+// leader hands leadership over, one hand-over at a time.
+func (s *Server) diskPolled(full bool) {
+	switch {
+	case !full:
+		s.handOff.Reset()
+	case s.raft.State() == raft.Leader:
+		s.handOff.Start("disk full")
+	}
 }
 
 // closeResources closes whatever open managed to open.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/latch-io/latch/namespace"
-	"github.com/latch-io/latch/namespace/store"
 )
 
 // Cluster settings (namespace/settings.go) are replicated: what a member's
@@ -47,18 +46,4 @@ func (s *Server) SetLimits(ctx context.Context, l namespace.Limits, version int6
 		return 0, err
 	}
 	return res.Index, res.Err
-}
-
-// noteLimits logs the settings in force when they came from the log and
-// this member's configuration says otherwise, so an operator sees that a
-// changed flag had no effect.
-func noteLimits(s *store.Store, own namespace.Limits, log interface{ Warn(string, ...any) }) {
-	rev := s.LimitsRevision()
-	if rev == 0 {
-		return
-	}
-	if in := s.Limits(); in != own {
-		log.Warn("this member's limit flags differ from the replicated cluster settings and are ignored; change the settings with PUT /v1/limits",
-			"revision", rev, "cluster", fmt.Sprintf("%+v", in), "flags", fmt.Sprintf("%+v", own))
-	}
 }

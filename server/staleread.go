@@ -36,7 +36,7 @@ func (f *front) waitMinRev(ctx context.Context, min uint64) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, staleCatchUp)
 	defer cancel()
-	if err := f.s.fsm.waitApplied(wctx, f.s.stop, min); err != nil {
+	if err := f.s.fsm.WaitApplied(wctx, f.s.stop, min); err != nil {
 		if ctx.Err() != nil || err == ErrClosed {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 // meets a storage error (namespace/integrity.go: a failed read or commit,
 // a checksum mismatch), its raft log holds an entry that fails its
 // checksum (raftstore/checksum.go), or the state hash check finds it
-// diverged (hashcheck.go), the member fails:
+// diverged (raftnode/hashcheck.go), the member fails:
 //
 //   - one error log line says why and what to do;
 //   - every request, /healthz and /readyz fail from then on (running
@@ -58,9 +58,9 @@ func (s *Server) fail(cause error) {
 	stalled := errors.Is(cause, ErrStorageStalled)
 	if stalled && s.sever != nil {
 		// raft is stuck in the write: no hand-over can run, and the
-		// process may not be able to exit (sever.go). Severed before
+		// process may not be able to exit (raftnode/sever.go). Severed before
 		// Failed closes: whoever sees the failure sees a dead port.
-		s.sever.sever()
+		s.sever.Sever()
 	}
 	close(s.failedC)
 	s.mu.Unlock()

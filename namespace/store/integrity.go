@@ -19,7 +19,7 @@ import (
 //     whole state once, so a store whose files were damaged while it was
 //     down refuses to open instead of answering with wrong bytes. Damage
 //     to a table while the store runs is left to the cross-member state
-//     hash check (server/hashcheck.go).
+//     hash check (server/raftnode/hashcheck.go).
 //   - Any storage error (a failed read or commit, a checksum mismatch, a
 //     record that does not decode) is a fault: it is recorded once, Failed
 //     is closed, and the store refuses every later command. A command that

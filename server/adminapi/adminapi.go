@@ -40,7 +40,7 @@ type Status struct {
 
 	// NoSpace is true while the member's data dir has less free space
 	// than --min-free-mib: it refuses writes, and a leader with it hands
-	// leadership to a member without it (server/handoff.go).
+	// leadership to a member without it (server/raftnode/handoff.go).
 	NoSpace bool `json:"no_space,omitempty"`
 }
 

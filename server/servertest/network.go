@@ -23,10 +23,10 @@ import (
 //
 // It shows raft and the crash detector what a real network shows them,
 // the way the fault layer behind POST /v1/faults does over TCP
-// (server/faults.go):
+// (server/raftnode/faultlayer.go):
 //   - A dial to an address no one listens on (a stopped member) is
 //     refused (syscall.ECONNREFUSED): the crash detector's sure sign of a
-//     dead leader (server/crashdetect.go).
+//     dead leader (server/raftnode/crashdetect.go).
 //   - A dial across a cut fails at once, and a cut resets every
 //     connection that crosses it: both ends read EOF, writes fail.
 //   - Closing a listener (its member stopping) resets every connection to

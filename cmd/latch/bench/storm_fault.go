@@ -123,7 +123,7 @@ func ownMount(dir string) error {
 
 // stallStorage holds (or releases) every raft log write of the member at
 // the admin address addr: POST /v1/faults/storage, served by members
-// started with --fault-injection (server/stall.go).
+// started with --fault-injection (server/raftnode/stall.go).
 func stallStorage(ctx context.Context, ac *adminapi.Client, addr string, stall bool) error {
 	return ac.Do(ctx, http.MethodPost, addr, "/v1/faults/storage", map[string]bool{"stall": stall}, nil)
 }

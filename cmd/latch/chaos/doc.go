@@ -53,7 +53,7 @@
 // leader-kill, follower-kill (then restart), leader-pause,
 // follower-pause, partition-leader, partition-split (a random minority
 // against the majority) and partition-flap. Partitions go through the
-// server's fault-injecting raft stream layer (server/faults.go): each
+// server's fault-injecting raft stream layer (server/raftnode/faultlayer.go): each
 // member of a cut pair is told by POST /v1/faults to refuse dials to the
 // other and drop its connections to it. The schedule is rounds of every
 // enabled kind in an order drawn from Config.Seed, so every kind fires

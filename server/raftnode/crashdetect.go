@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"errors"
@@ -37,12 +37,15 @@ import (
 //     the wait is skipped). To avoid a split vote, the surviving voters
 //     take turns: the one ranked k-th by id waits k × crashStagger, and
 //     campaigns only if no leader emerged meanwhile.
-//   - Safety of the session leases (doc.go, Failover timing) needs the old
+//   - Safety of the session leases (server/doc.go, Failover timing) needs the old
 //     leader to stop answering keepalives before a successor serves; a
 //     member whose raft port refuses connections has no raft and answers
 //     nothing (Close stops the client front before raft; a storage fault
 //     stops both).
-type crashDetector struct {
+//
+// CrashDetector holds this member's raft and is also the stall watch
+// (stalldetect.go), which ranks the voters the same way.
+type CrashDetector struct {
 	self raft.ServerID
 	raft atomic.Pointer[raft.Raft] // set once raft runs
 	// trans sends this member's raft its TimeoutNow over raft's own
@@ -56,7 +59,7 @@ type crashDetector struct {
 	dead  atomic.Value // raft.ServerID of the leader seen dead, until another leads
 
 	// dial reaches a member's raft port under every other layer: plain
-	// TCP, or Config.RaftLayer's network.
+	// TCP, or the server's Config.RaftLayer network.
 	dial func(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error)
 }
 
@@ -70,15 +73,25 @@ const crashStagger = 60 * time.Millisecond
 // completes the handshake in its kernel.
 const crashDial = 200 * time.Millisecond
 
-func newCrashDetector(self string, log *slog.Logger, stop <-chan struct{}) *crashDetector {
-	d := &crashDetector{self: raft.ServerID(self), log: log, stop: stop, kick: make(chan struct{}, 1)}
+// NewCrashDetector returns the detector of member self, which works until
+// stop closes; dial reaches a member's raft port under every other layer.
+// Give it raft's transport (SetTransport) and raft (SetRaft) before Run.
+func NewCrashDetector(self string, log *slog.Logger, stop <-chan struct{}, dial func(raft.ServerAddress, time.Duration) (net.Conn, error)) *CrashDetector {
+	d := &CrashDetector{self: raft.ServerID(self), log: log, stop: stop, kick: make(chan struct{}, 1), dial: dial}
 	d.dead.Store(raft.ServerID(""))
 	return d
 }
 
-// peerClosed is called when a raft connection accepted from member id
+// SetTransport gives the detector raft's transport, over which it sends
+// this member's own raft its TimeoutNow.
+func (d *CrashDetector) SetTransport(t raft.Transport) { d.trans, d.addr = t, t.LocalAddr() }
+
+// SetRaft gives the detector the member's raft once it runs.
+func (d *CrashDetector) SetRaft(r *raft.Raft) { d.raft.Store(r) }
+
+// PeerClosed is called when a raft connection accepted from member id
 // ended (EOF or reset). It never blocks.
-func (d *crashDetector) peerClosed(id string) {
+func (d *CrashDetector) PeerClosed(id string) {
 	r := d.raft.Load()
 	if r == nil || r.State() != raft.Follower {
 		return
@@ -92,9 +105,9 @@ func (d *crashDetector) peerClosed(id string) {
 	}
 }
 
-// deadLeader returns the id of the leader this member saw die, while no
+// DeadLeader returns the id of the leader this member saw die, while no
 // other leader is known; "" otherwise.
-func (d *crashDetector) deadLeader() raft.ServerID {
+func (d *CrashDetector) DeadLeader() raft.ServerID {
 	id := d.dead.Load().(raft.ServerID)
 	if id == "" {
 		return ""
@@ -108,8 +121,8 @@ func (d *crashDetector) deadLeader() raft.ServerID {
 	return id
 }
 
-// run checks the leader on every kick until stop.
-func (d *crashDetector) run() {
+// Run checks the leader on every kick until stop.
+func (d *CrashDetector) Run() {
 	for {
 		select {
 		case <-d.stop:
@@ -120,7 +133,7 @@ func (d *crashDetector) run() {
 	}
 }
 
-func (d *crashDetector) check() {
+func (d *CrashDetector) check() {
 	r := d.raft.Load()
 	if r == nil {
 		return
@@ -133,7 +146,7 @@ func (d *crashDetector) check() {
 		return // alive (slow, stopped) or cut off: raft's timeouts decide
 	}
 	d.dead.Store(lid)
-	rank := d.rank(lid)
+	rank := d.Rank(lid)
 	d.log.Warn("the leader's raft port refuses connections: it is down; electing now", "leader", lid, "rank", rank)
 	if rank < 0 {
 		return // not a voter
@@ -185,9 +198,9 @@ func closedAtOnce(c net.Conn) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }
 
-// rank is this member's place among the voters other than dead, by id; -1
+// Rank is this member's place among the voters other than dead, by id; -1
 // when it is not a voter.
-func (d *crashDetector) rank(dead raft.ServerID) int {
+func (d *CrashDetector) Rank(dead raft.ServerID) int {
 	f := d.raft.Load().GetConfiguration()
 	if f.Error() != nil {
 		return -1

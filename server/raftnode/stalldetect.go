@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"time"
@@ -29,18 +29,19 @@ import (
 // stallPoll is how often a follower reads its last contact.
 const stallPoll = 10 * time.Millisecond
 
-// watchStall runs until stop on every member.
-func (s *Server) watchStall(stop <-chan struct{}) {
+// WatchStall is the stall watch with heartbeat timeout hb; it runs on
+// every member, after SetRaft, until the detector's stop.
+func (d *CrashDetector) WatchStall(hb time.Duration) {
 	t := time.NewTicker(stallPoll)
 	defer t.Stop()
 	var poked raft.ServerID // the leader last given up on, once
 	for {
 		select {
-		case <-stop:
+		case <-d.stop:
 			return
 		case <-t.C:
 		}
-		r := s.raft
+		r := d.raft.Load()
 		if r.State() != raft.Follower {
 			poked = ""
 			continue
@@ -49,16 +50,15 @@ func (s *Server) watchStall(stop <-chan struct{}) {
 		if lid == "" || lid == poked {
 			continue
 		}
-		hb := s.cfg.HeartbeatTimeout
 		silent := time.Since(r.LastContact())
 		if silent < hb {
 			continue
 		}
-		if rank := s.crash.rank(lid); rank < 0 || silent < hb+time.Duration(rank)*crashStagger {
+		if rank := d.Rank(lid); rank < 0 || silent < hb+time.Duration(rank)*crashStagger {
 			continue
 		}
 		poked = lid
-		s.log.Info("heard nothing from the leader for the heartbeat timeout: raft checks now", "leader", lid, "silent", silent.Round(time.Millisecond))
+		d.log.Info("heard nothing from the leader for the heartbeat timeout: raft checks now", "leader", lid, "silent", silent.Round(time.Millisecond))
 		pokeFollower(r)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"hash/maphash"
@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// raftSink exports raft's own series, which raft emits through
+// RaftSink exports raft's own series, which raft emits through
 // go-metrics' global sink, to Prometheus: raft_* named as go-metrics' own
 // Prometheus sink named them (the key's parts joined by "_"), samples as
 // histograms in raft's unit (milliseconds for times), counters and
@@ -25,13 +25,17 @@ import (
 // of key and labels without allocating, and a histogram observation is a
 // few atomic adds. Histograms also add up across members, summaries do
 // not.
-type raftSink struct {
+type RaftSink struct {
 	mu     sync.RWMutex
 	series map[uint64][]*raftSeries // by raftSeriesHash; a slice for collisions
 }
 
-var _ gometrics.MetricSink = (*raftSink)(nil)
-var _ prometheus.Collector = (*raftSink)(nil)
+// NewRaftSink returns an empty sink; register it with Prometheus and make
+// it go-metrics' global sink.
+func NewRaftSink() *RaftSink { return &RaftSink{series: map[uint64][]*raftSeries{}} }
+
+var _ gometrics.MetricSink = (*RaftSink)(nil)
+var _ prometheus.Collector = (*RaftSink)(nil)
 
 // raftBuckets are the histogram bounds: milliseconds for raft's times
 // (about 50µs to 5s), plain counts for its batch sizes.
@@ -83,7 +87,7 @@ func (s *raftSeries) is(kind raftKind, parts []string, labels []gometrics.Label)
 }
 
 // get returns the series, making it on first use.
-func (k *raftSink) get(kind raftKind, parts []string, labels []gometrics.Label) *raftSeries {
+func (k *RaftSink) get(kind raftKind, parts []string, labels []gometrics.Label) *raftSeries {
 	h := raftSeriesHash(kind, parts, labels)
 	k.mu.RLock()
 	for _, s := range k.series[h] {
@@ -140,24 +144,24 @@ func addFloat(u *atomic.Uint64, v float64) {
 	}
 }
 
-func (k *raftSink) SetGauge(key []string, val float32) { k.SetGaugeWithLabels(key, val, nil) }
+func (k *RaftSink) SetGauge(key []string, val float32) { k.SetGaugeWithLabels(key, val, nil) }
 
-func (k *raftSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+func (k *RaftSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
 	k.get(raftGauge, key, labels).bits.Store(math.Float64bits(float64(val)))
 }
 
 // EmitKey is not exported, as go-metrics' Prometheus sink did not.
-func (k *raftSink) EmitKey([]string, float32) {}
+func (k *RaftSink) EmitKey([]string, float32) {}
 
-func (k *raftSink) IncrCounter(key []string, val float32) { k.IncrCounterWithLabels(key, val, nil) }
+func (k *RaftSink) IncrCounter(key []string, val float32) { k.IncrCounterWithLabels(key, val, nil) }
 
-func (k *raftSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
+func (k *RaftSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
 	addFloat(&k.get(raftCounter, key, labels).bits, float64(val))
 }
 
-func (k *raftSink) AddSample(key []string, val float32) { k.AddSampleWithLabels(key, val, nil) }
+func (k *RaftSink) AddSample(key []string, val float32) { k.AddSampleWithLabels(key, val, nil) }
 
-func (k *raftSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+func (k *RaftSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
 	s := k.get(raftHistogram, key, labels)
 	v := float64(val)
 	if i, _ := slices.BinarySearch(raftBuckets, v); i < len(raftBuckets) {
@@ -168,9 +172,9 @@ func (k *raftSink) AddSampleWithLabels(key []string, val float32, labels []gomet
 }
 
 // Describe sends nothing: raft's series appear as raft emits them.
-func (k *raftSink) Describe(chan<- *prometheus.Desc) {}
+func (k *RaftSink) Describe(chan<- *prometheus.Desc) {}
 
-func (k *raftSink) Collect(ch chan<- prometheus.Metric) {
+func (k *RaftSink) Collect(ch chan<- prometheus.Metric) {
 	k.mu.RLock()
 	var all []*raftSeries
 	for _, ss := range k.series {

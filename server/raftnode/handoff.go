@@ -1,16 +1,16 @@
-package server
+package raftnode
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/latch-io/latch/server/adminapi"
-	"github.com/latch-io/latch/session"
 )
 
 // A leader that cannot write hands leadership to a member that can.
@@ -21,7 +21,7 @@ import (
 //   - Disk full (diskfull.go): below MinFreeSpace the leader refuses
 //     proposals and its FSM waits, so new sessions, writes and the
 //     linearizable reads that wait for its FSM stop too. Each disk poll
-//     (diskPoll) that finds it full and leading, it asks the other voters
+//     (DiskPoll) that finds it full and leading, it asks the other voters
 //     for their status (GET /v1/status) and transfers leadership to the
 //     most up-to-date one that reports space (no_space false), with
 //     raft's LeadershipTransferToServer: the leader brings the target's
@@ -29,9 +29,10 @@ import (
 //     full leader is replaced within a poll, a status round trip and one
 //     election, well under a second on a LAN. When no voter has space it
 //     stays leader and keeps refusing writes; the warning says so.
-//   - A storage fault (storagefault.go): the failing member hands over to
-//     the same kind of target before raft stops, or to raft's own choice
-//     (the most up-to-date follower) when no status answers.
+//   - A storage fault (the server's storagefault.go): the failing member
+//     hands over to the same kind of target before raft stops, or to
+//     raft's own choice (the most up-to-date follower) when no status
+//     answers.
 //   - A disk that stops answering (stall.go): a raft log write that has
 //     not returned after StorageStallTimeout makes the member fail; its
 //     leader loop is stuck in that write, so the hand-over cannot run, and
@@ -53,55 +54,89 @@ var (
 	errNoMemberAddrs = errors.New("latch: no other voter's admin address is known")
 )
 
-// handOffLeadership transfers leadership to the most up-to-date voter with
+// HandOffConfig is what a HandOff works with.
+type HandOffConfig struct {
+	Self string // this member's id
+	Log  *slog.Logger
+	// Ctx ends when the member closes; Go runs an owned goroutine.
+	Ctx context.Context
+	Go  func(f func())
+	// ElectionTimeout bounds a transfer, with the status round.
+	ElectionTimeout time.Duration
+	// AdminAddr returns member id's recorded admin address ("" when
+	// unknown).
+	AdminAddr func(id string) string
+	// PeerAdmin is the client for other members' admin endpoints.
+	PeerAdmin func(timeout time.Duration) *adminapi.Client
+}
+
+// HandOff hands leadership to a member that can write: in the background
+// for the disk poll (Start, Reset), or before a stop (BeforeStop). Give
+// it raft (SetRaft) once raft runs.
+type HandOff struct {
+	cfg  HandOffConfig
+	raft atomic.Pointer[raft.Raft]
+	// One background hand-over at a time; a failure is logged once until
+	// Reset.
+	running atomic.Bool
+	warned  atomic.Bool
+}
+
+// NewHandOff returns a HandOff with no raft yet.
+func NewHandOff(cfg HandOffConfig) *HandOff { return &HandOff{cfg: cfg} }
+
+// SetRaft gives the hand-over the member's raft.
+func (h *HandOff) SetRaft(r *raft.Raft) { h.raft.Store(r) }
+
+// toWriter transfers leadership to the most up-to-date voter with
 // free space. It returns nil at once when this member does not lead. It
 // needs the other members' admin addresses from the applied member
 // records: a member whose disk was full before it ever applied them (a
 // new cluster) has none and returns errNoMemberAddrs rather than hand
 // leadership to a member that may be as full (two full members would
 // pass it back and forth).
-func (s *Server) handOffLeadership(ctx context.Context, reason string) error {
-	if s.raft.State() != raft.Leader {
+func (h *HandOff) toWriter(ctx context.Context, r *raft.Raft, reason string) error {
+	if r.State() != raft.Leader {
 		return nil
 	}
-	target, err := s.handOffTarget(ctx)
+	target, err := h.target(ctx, r)
 	if err != nil {
 		return err
 	}
-	s.log.Warn("handing leadership over", "reason", reason,
+	h.cfg.Log.Warn("handing leadership over", "reason", reason,
 		"to", target.ID, "its_last_log_index", target.LastLogIndex)
-	f := s.raft.LeadershipTransferToServer(raft.ServerID(target.ID), raft.ServerAddress(target.RaftAddr))
+	f := r.LeadershipTransferToServer(raft.ServerID(target.ID), raft.ServerAddress(target.RaftAddr))
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("latch: leadership transfer to %s: %w", target.ID, err)
 	}
 	return nil
 }
 
-// handOffTarget asks every other voter for its status and returns the one
+// target asks every other voter for its status and returns the one
 // with free space and the longest log.
-func (s *Server) handOffTarget(ctx context.Context) (adminapi.Status, error) {
-	fut := s.raft.GetConfiguration()
+func (h *HandOff) target(ctx context.Context, r *raft.Raft) (adminapi.Status, error) {
+	fut := r.GetConfiguration()
 	if err := fut.Error(); err != nil {
 		return adminapi.Status{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, handOffQuery)
 	defer cancel()
-	ac := s.peerAdmin(handOffQuery)
+	ac := h.cfg.PeerAdmin(handOffQuery)
 	defer ac.CloseIdleConnections()
 	answers := make(chan adminapi.Status)
 	asked := 0
 	for _, srv := range fut.Configuration().Servers {
 		id := string(srv.ID)
-		if id == s.cfg.ID || srv.Suffrage != raft.Voter {
+		if id == h.cfg.Self || srv.Suffrage != raft.Voter {
 			continue
 		}
-		m := s.memberInfo(id)
-		if m.HTTPAddr == "" {
+		addr := h.cfg.AdminAddr(id)
+		if addr == "" {
 			continue
 		}
 		asked++
 		go func() {
-			st, err := ac.Status(ctx, m.HTTPAddr)
+			st, err := ac.Status(ctx, addr)
 			if err != nil || st.ID != id || st.NoSpace || st.State != raft.Follower.String() {
 				st = adminapi.Status{}
 			}
@@ -125,73 +160,65 @@ func (s *Server) handOffTarget(ctx context.Context) (adminapi.Status, error) {
 	return best, nil
 }
 
-// handOff runs one hand-over at a time in the background, for the disk
-// poll: a poll never waits for a transfer. A failure is logged once until
-// reset (when the disk has space again), not at every poll.
-type handOff struct {
-	running atomic.Bool
-	warned  atomic.Bool
-}
-
-func (h *handOff) start(s *Server, reason string) {
-	if !h.running.CompareAndSwap(false, true) {
+// Start hands leadership over in the background, for the disk poll: a
+// poll never waits for a transfer, and one runs at a time.
+func (h *HandOff) Start(reason string) {
+	r := h.raft.Load()
+	if r == nil || !h.running.CompareAndSwap(false, true) {
 		return
 	}
-	s.goFunc(func() {
+	h.cfg.Go(func() {
 		defer h.running.Store(false)
-		ctx, cancel := context.WithTimeout(s.ctx, handOffQuery+2*s.cfg.ElectionTimeout)
+		ctx, cancel := context.WithTimeout(h.cfg.Ctx, handOffQuery+2*h.cfg.ElectionTimeout)
 		defer cancel()
-		err := s.handOffLeadership(ctx, reason)
+		err := h.toWriter(ctx, r, reason)
 		if err != nil && !h.warned.Swap(true) {
-			s.log.Warn("this leader cannot write and could not hand leadership over; it goes on refusing writes", "reason", reason, "err", err)
+			h.cfg.Log.Warn("this leader cannot write and could not hand leadership over; it goes on refusing writes", "reason", reason, "err", err)
 		}
 	})
 }
 
-// reset lets the next failure be logged again.
-func (h *handOff) reset() { h.warned.Store(false) }
+// Reset lets the next failure be logged again (the disk has space).
+func (h *HandOff) Reset() { h.warned.Store(false) }
 
-// handOver is a planned or forced stop's hand-over (Close on SIGTERM, a
+// BeforeStop is a planned or forced stop's hand-over (Close on SIGTERM, a
 // storage fault): when this member leads and another voter exists, it
-// transfers leadership to the most up-to-date voter with space
-// (handOffLeadership), else to raft's own pick, so the successor campaigns
-// at once instead of waiting out a timeout. It returns when the transfer
-// ended (raft bounds it by an election timeout), then closes the client
-// connections with ConnNotLeader: clients find the new leader while this
-// member still answers probes.
-func (s *Server) handOver(reason string) {
-	if s.raft == nil || s.raft.State() != raft.Leader {
-		return
+// transfers leadership to the most up-to-date voter with space, else to
+// raft's own pick, so the successor campaigns at once instead of waiting
+// out a timeout. It returns when the transfer ended (raft bounds it by an
+// election timeout), true when leadership was handed over.
+func (h *HandOff) BeforeStop(reason string) bool {
+	r := h.raft.Load()
+	if r == nil || r.State() != raft.Leader {
+		return false
 	}
-	f := s.raft.GetConfiguration()
+	f := r.GetConfiguration()
 	if f.Error() != nil {
-		return
+		return false
 	}
 	others := 0
 	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter && srv.ID != raft.ServerID(s.cfg.ID) {
+		if srv.Suffrage == raft.Voter && srv.ID != raft.ServerID(h.cfg.Self) {
 			others++
 		}
 	}
 	if others == 0 {
-		return
+		return false
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), handOffQuery+2*s.cfg.ElectionTimeout)
-	err := s.handOffLeadership(ctx, reason)
+	ctx, cancel := context.WithTimeout(context.Background(), handOffQuery+2*h.cfg.ElectionTimeout)
+	err := h.toWriter(ctx, r, reason)
 	cancel()
 	if errors.Is(err, errNoHandOffTarget) || errors.Is(err, errNoMemberAddrs) {
-		err = s.raft.LeadershipTransfer().Error()
+		err = r.LeadershipTransfer().Error()
 	}
 	if err != nil {
 		if !errors.Is(err, raft.ErrRaftShutdown) {
-			s.log.Warn("leadership transfer before stopping failed", "reason", reason, "err", err)
+			h.cfg.Log.Warn("leadership transfer before stopping failed", "reason", reason, "err", err)
 		}
-		return
+		return false
 	}
-	_, to := s.raft.LeaderWithID()
-	s.log.Info("leadership handed over before stopping", "reason", reason, "to", to, "took", time.Since(start))
-	if s.front != nil {
-		s.front.dropClients(session.ConnNotLeader, "leadership handed over: this member is stopping")
-	}
+	_, to := r.LeaderWithID()
+	h.cfg.Log.Info("leadership handed over before stopping", "reason", reason, "to", to, "took", time.Since(start))
+	return true
 }

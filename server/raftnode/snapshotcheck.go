@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"bufio"
@@ -39,12 +39,12 @@ func (s *spooledSnapshot) Close() error {
 }
 
 // spoolPattern names the spooled snapshots in the data dir; a crash can
-// leave one, which removeSpools deletes at the next start.
+// leave one, which RemoveSpools deletes at the next start.
 const spoolPattern = "snapshot-*.restore"
 
-// removeSpools deletes snapshots spooled by a member that crashed while it
+// RemoveSpools deletes snapshots spooled by a member that crashed while it
 // checked or restored one.
-func removeSpools(dir string) {
+func RemoveSpools(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, spoolPattern))
 	for _, f := range files {
 		os.Remove(f)

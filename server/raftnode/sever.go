@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"errors"
@@ -20,9 +20,9 @@ import (
 // itself, before anything that might block. The others read EOF, find the
 // port refusing, and elect at once (crashdetect.go), as after a crash.
 
-// severLayer is the bottom raft stream layer, tracking every connection
-// it accepted or dialed so that sever can close them all.
-type severLayer struct {
+// SeverLayer is the bottom raft stream layer, tracking every connection
+// it accepted or dialed so that Sever can close them all.
+type SeverLayer struct {
 	raft.StreamLayer
 
 	mu      sync.Mutex
@@ -32,11 +32,12 @@ type severLayer struct {
 
 var errSevered = errors.New("latch: raft network severed (storage stalled)")
 
-func newSeverLayer(inner raft.StreamLayer) *severLayer {
-	return &severLayer{StreamLayer: inner, conns: map[*severConn]struct{}{}}
+// NewSeverLayer tracks the connections of inner.
+func NewSeverLayer(inner raft.StreamLayer) *SeverLayer {
+	return &SeverLayer{StreamLayer: inner, conns: map[*severConn]struct{}{}}
 }
 
-func (l *severLayer) Accept() (net.Conn, error) {
+func (l *SeverLayer) Accept() (net.Conn, error) {
 	c, err := l.StreamLayer.Accept()
 	if err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func (l *severLayer) Accept() (net.Conn, error) {
 	return l.track(c)
 }
 
-func (l *severLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *SeverLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	c, err := l.StreamLayer.Dial(address, timeout)
 	if err != nil {
 		return nil, err
@@ -52,7 +53,7 @@ func (l *severLayer) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	return l.track(c)
 }
 
-func (l *severLayer) track(c net.Conn) (net.Conn, error) {
+func (l *SeverLayer) track(c net.Conn) (net.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.severed {
@@ -64,9 +65,9 @@ func (l *severLayer) track(c net.Conn) (net.Conn, error) {
 	return sc, nil
 }
 
-// sever closes the listener and every raft connection, and refuses any
+// Sever closes the listener and every raft connection, and refuses any
 // later one. Safe to call more than once.
-func (l *severLayer) sever() {
+func (l *SeverLayer) Sever() {
 	l.mu.Lock()
 	if l.severed {
 		l.mu.Unlock()
@@ -84,7 +85,7 @@ func (l *severLayer) sever() {
 
 type severConn struct {
 	net.Conn
-	l *severLayer
+	l *SeverLayer
 }
 
 func (c *severConn) Close() error {

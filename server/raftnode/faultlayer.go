@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// faultLayer is the raft stream layer under the TLS layer of a member
+// FaultLayer is the raft stream layer under the TLS layer of a member
 // started with Config.FaultInjection: it passes connections through,
 // except that it refuses to dial the raft addresses it is told to block and
 // closes the connections it dialed to them. A partition is made by telling
@@ -21,7 +21,7 @@ import (
 //
 // Connections a member accepted are left alone: it cannot tell which raft
 // address dialed them, and the dialing side closes them when told.
-type faultLayer struct {
+type FaultLayer struct {
 	raft.StreamLayer // plain TCP
 
 	mu      sync.Mutex
@@ -29,14 +29,15 @@ type faultLayer struct {
 	conns   map[*faultConn]struct{} // open connections this member dialed
 }
 
-var _ raft.StreamLayer = (*faultLayer)(nil)
+var _ raft.StreamLayer = (*FaultLayer)(nil)
 
-func newFaultLayer(inner raft.StreamLayer) *faultLayer {
-	return &faultLayer{StreamLayer: inner, blocked: map[string]bool{}, conns: map[*faultConn]struct{}{}}
+// NewFaultLayer passes inner's connections through until told to block.
+func NewFaultLayer(inner raft.StreamLayer) *FaultLayer {
+	return &FaultLayer{StreamLayer: inner, blocked: map[string]bool{}, conns: map[*faultConn]struct{}{}}
 }
 
 // Dial fails at once for a blocked address, as a refused connection would.
-func (f *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (f *FaultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	addr := string(address)
 	if f.isBlocked(addr) {
 		return nil, fmt.Errorf("latch: fault injection: %s is blocked", addr)
@@ -59,15 +60,15 @@ func (f *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	return fc, nil
 }
 
-func (f *faultLayer) isBlocked(addr string) bool {
+func (f *FaultLayer) isBlocked(addr string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.blocked[addr]
 }
 
-// setBlocked replaces the blocked set with addrs (empty heals) and closes
+// SetBlocked replaces the blocked set with addrs (empty heals) and closes
 // every dialed connection to a newly blocked address.
-func (f *faultLayer) setBlocked(addrs []string) {
+func (f *FaultLayer) SetBlocked(addrs []string) {
 	var doomed []*faultConn
 	f.mu.Lock()
 	f.blocked = make(map[string]bool, len(addrs))
@@ -86,7 +87,8 @@ func (f *faultLayer) setBlocked(addrs []string) {
 	}
 }
 
-func (f *faultLayer) blockedList() []string {
+// Blocked lists the blocked addresses, sorted.
+func (f *FaultLayer) Blocked() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	list := make([]string, 0, len(f.blocked))
@@ -101,7 +103,7 @@ func (f *faultLayer) blockedList() []string {
 type faultConn struct {
 	net.Conn
 	addr  string
-	layer *faultLayer
+	layer *FaultLayer
 	once  sync.Once
 }
 

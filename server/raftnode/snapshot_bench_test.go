@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 
 // loadTree applies creates of a tree of n nodes (100 directories of n/100
 // children with 100-byte data) through the FSM, in raft-sized batches.
-func loadTree(tb testing.TB, f *fsm, n int) {
+func loadTree(tb testing.TB, f *FSM, n int) {
 	tb.Helper()
 	data := make([]byte, 100)
 	index := uint64(0)
@@ -59,13 +59,13 @@ func heapMiB() float64 {
 func BenchmarkSnapshotRestore100k(b *testing.B) {
 	const nodes = 100_000
 	base := heapMiB()
-	src := newFSM(openStore(b), nil)
+	src := NewFSM(FSMConfig{Store: openStore(b)})
 	loadStart := time.Now()
 	loadTree(b, src, nodes)
 	loadTime := time.Since(loadStart)
 	heap := heapMiB() - base
 
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(b.TempDir(), 1, newHCLog(discardLogger(), "snapshots"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(b.TempDir(), 1, NewHCLog(discardLogger(), "snapshots"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func BenchmarkSnapshotRestore100k(b *testing.B) {
 		snap.Release()
 		snapTotal += time.Since(start)
 
-		dst := newFSM(openStore(b), nil)
+		dst := NewFSM(FSMConfig{Store: openStore(b)})
 		start = time.Now()
 		_, rc, err := snaps.Open(sink.ID())
 		if err != nil {

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 func TestHCLogAdapter(t *testing.T) {
 	var buf bytes.Buffer
-	l := newHCLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), "raft")
+	l := NewHCLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), "raft")
 	l.Debug("hidden", "k", 1)
 	l.Info("initial configuration", "servers", hclog.Fmt("%d servers", 3))
 	l.Named("net").With("peer", "n2").Warn("slow", "rtt", "5ms")

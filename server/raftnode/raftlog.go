@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"bytes"
@@ -25,7 +25,10 @@ type hclogAdapter struct {
 
 const levelTrace = slog.LevelDebug - 4
 
-func newHCLog(l *slog.Logger, name string) hclog.Logger {
+// NewHCLog returns an hclog.Logger (what hashicorp/raft, its log store
+// and its snapshot store take) writing to l, its records tagged
+// component=name.
+func NewHCLog(l *slog.Logger, name string) hclog.Logger {
 	lv := new(atomic.Int32)
 	lv.Store(int32(hclog.Trace))
 	return &hclogAdapter{l: l.With("component", name), name: name, level: lv}

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func commandLog(t testing.TB, index uint64, cmd namespace.Command) *raft.Log {
 
 func TestFSMApplyBatch(t *testing.T) {
 	obs := &recordingObserver{}
-	f := newFSM(openStore(t), obs)
+	f := NewFSM(FSMConfig{Store: openStore(t), Observer: obs})
 	logs := []*raft.Log{
 		commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("x")}),
 		{Index: 2, Term: 1, Type: raft.LogConfiguration, Data: []byte("config, not for the namespace")},
@@ -63,7 +63,7 @@ func TestFSMApplyBatch(t *testing.T) {
 	if r, ok := out[3].(*namespace.Result); !ok || !errors.Is(r.Err, namespace.ErrNodeExists) {
 		t.Fatalf("duplicate create response = %#v", out[3])
 	}
-	if got, _ := f.appliedIndex(); got != 4 {
+	if got, _ := f.Applied(); got != 4 {
 		t.Fatalf("applied index %d, want 4", got)
 	}
 	if got := f.store.AppliedIndex(); got != 4 {
@@ -88,11 +88,11 @@ func TestFSMApplyBatch(t *testing.T) {
 }
 
 func TestFSMWaitApplied(t *testing.T) {
-	f := newFSM(openStore(t), nil)
+	f := NewFSM(FSMConfig{Store: openStore(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- f.waitApplied(ctx, nil, 2) }()
+	go func() { done <- f.WaitApplied(ctx, nil, 2) }()
 	f.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpNoop})})
 	select {
 	case err := <-done:
@@ -105,12 +105,12 @@ func TestFSMWaitApplied(t *testing.T) {
 	}
 	short, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	if err := f.waitApplied(short, nil, 10); !errors.Is(err, context.Canceled) {
+	if err := f.WaitApplied(short, nil, 10); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waitApplied on cancelled ctx = %v", err)
 	}
 	stop := make(chan struct{})
 	close(stop)
-	if err := f.waitApplied(context.Background(), stop, 10); !errors.Is(err, ErrClosed) {
+	if err := f.WaitApplied(context.Background(), stop, 10); !errors.Is(err, ErrClosed) {
 		t.Fatalf("waitApplied after stop = %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { s.closed = true; return nil }
 
 func TestFSMSnapshotRestore(t *testing.T) {
-	src := newFSM(openStore(t), nil)
+	src := NewFSM(FSMConfig{Store: openStore(t)})
 	src.ApplyBatch([]*raft.Log{
 		commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("1")}),
 		commandLog(t, 2, namespace.Command{Op: namespace.OpCreate, Path: "/a/b", Data: []byte("2")}),
@@ -143,7 +143,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	}
 	snap.Release()
 
-	dst := newFSM(openStore(t), nil)
+	dst := NewFSM(FSMConfig{Store: openStore(t)})
 	dst.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/other"})})
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	if dst.restores.Load() != 1 {
 		t.Fatalf("restores = %d", dst.restores.Load())
 	}
-	if got, _ := dst.appliedIndex(); got != 2 {
+	if got, _ := dst.Applied(); got != 2 {
 		t.Fatalf("applied after restore = %d, want 2", got)
 	}
 	if _, _, err := dst.store.Get("/a/b"); err != nil {
@@ -169,7 +169,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 // store drops its state: the member keeps what it had, applied index
 // included, and goes on applying; the spooled copy is removed.
 func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {
-	src := newFSM(openStore(t), nil)
+	src := NewFSM(FSMConfig{Store: openStore(t)})
 	src.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/a", Data: []byte("payload")})})
 	snap, err := src.Snapshot()
 	if err != nil {
@@ -183,7 +183,7 @@ func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {
 	bad := bytes.Clone(sink.Bytes())
 	bad[bytes.Index(bad, []byte("payload"))] ^= 0x01
 
-	dst := newFSM(openStore(t), nil)
+	dst := NewFSM(FSMConfig{Store: openStore(t)})
 	dst.spoolDir = t.TempDir()
 	dst.ApplyBatch([]*raft.Log{commandLog(t, 1, namespace.Command{Op: namespace.OpCreate, Path: "/mine"})})
 	err = dst.Restore(io.NopCloser(bytes.NewReader(bad)))
@@ -193,7 +193,7 @@ func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {
 	if ok, _, _ := dst.store.Exists("/mine"); !ok || dst.restores.Load() != 0 {
 		t.Fatalf("a refused restore changed the state: /mine %v, restores %d", ok, dst.restores.Load())
 	}
-	if got, _ := dst.appliedIndex(); got != 1 {
+	if got, _ := dst.Applied(); got != 1 {
 		t.Fatalf("applied after a refused restore = %d, want 1", got)
 	}
 	if rs := dst.ApplyBatch([]*raft.Log{commandLog(t, 2, namespace.Command{Op: namespace.OpCreate, Path: "/next"})}); rs[0].(*namespace.Result).Err != nil {
@@ -201,5 +201,57 @@ func TestFSMRestoreRefusesBadSnapshot(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dst.spoolDir, "*")); len(left) != 0 {
 		t.Fatalf("spooled files left: %v", left)
+	}
+}
+
+// An entry that does not decode is applied as a no-op, which may grant
+// locks left over from a full batch: observers see those grants and
+// events, and the proposer gets the decode error with them.
+func TestFSMDecodeErrorKeepsGrants(t *testing.T) {
+	limits := namespace.DefaultLimits()
+	limits.MaxLockBatch = 1
+	st, err := store.Open(store.Config{Dir: t.TempDir(), Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	obs := &recordingObserver{}
+	f := NewFSM(FSMConfig{Store: st, Observer: obs})
+	// Session 1 holds /l; sessions 3 and 4 wait to read it.
+	f.ApplyBatch([]*raft.Log{
+		commandLog(t, 1, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 2, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Session: 1}),
+		commandLog(t, 3, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 4, namespace.Command{Op: namespace.OpSessionOpen, TTLMillis: 10000}),
+		commandLog(t, 5, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 3}),
+		commandLog(t, 6, namespace.Command{Op: namespace.OpLockRequest, Path: "/l", Mode: namespace.LockShared, Session: 4}),
+	})
+	q, err := st.LockQueue("/l")
+	if err != nil || len(q) != 3 || !q[0].Granted {
+		t.Fatalf("queue %+v %v", q, err)
+	}
+	// Releasing the writer makes both readers runnable; one batch grants one.
+	out := f.ApplyBatch([]*raft.Log{commandLog(t, 7, namespace.Command{Op: namespace.OpLockRelease, Path: q[0].Node, Session: 1})})
+	if r := out[0].(*namespace.Result); r.Err != nil || len(r.Grants) != 1 {
+		t.Fatalf("release: %+v", r)
+	}
+	if _, ok := st.NextTimer(); !ok {
+		t.Fatal("a grant left over, but NextTimer asks for no tick")
+	}
+	obs.batches = nil
+	out = f.ApplyBatch([]*raft.Log{{Index: 8, Term: 1, Type: raft.LogCommand, Data: []byte{0xc1, 0xff}}})
+	r := out[0].(*namespace.Result)
+	if !errors.Is(r.Err, namespace.ErrMalformed) {
+		t.Fatalf("proposer's result: %v, want ErrMalformed", r.Err)
+	}
+	if len(r.Grants) != 1 || r.Grants[0].Node != q[2].Node {
+		t.Fatalf("proposer's result lost the grant: %+v", r)
+	}
+	if len(obs.batches) != 1 || len(obs.batches[0]) != 1 {
+		t.Fatalf("observer saw %+v", obs.batches)
+	}
+	seen := obs.batches[0][0]
+	if seen.Err != nil || len(seen.Grants) != 1 || seen.Grants[0].Node != q[2].Node || len(seen.Events) == 0 {
+		t.Fatalf("observer's result: %+v, want the no-op's grant and events", seen)
 	}
 }

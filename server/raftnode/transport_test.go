@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"errors"
@@ -15,21 +15,21 @@ import (
 // stops (a follower answers with a newer term, as after a leadership
 // hand-over): the leader then never sends that follower another entry,
 // and raft's Shutdown, so Server.Close, waits forever (the hang of
-// servertest.Cluster.Stop on a leader, see raftNetConfig).
+// servertest.Cluster.Stop on a leader, see NetConfig).
 func TestRaftTransportDoesNotPipeline(t *testing.T) {
-	layer, err := newTCPLayer("127.0.0.1:0", nil)
+	layer, err := NewTCPLayer("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trans := raft.NewNetworkTransportWithConfig(raftNetConfig(layer, newHCLog(slog.New(slog.NewTextHandler(io.Discard, nil)), "raft-net")))
+	trans := raft.NewNetworkTransportWithConfig(NetConfig(layer, NewHCLog(slog.New(slog.NewTextHandler(io.Discard, nil)), "raft-net")))
 	defer trans.Close()
 	// A peer that listens, so that a transport that pipelines would get
 	// its pipeline: the answer must not depend on the peer at all.
-	peerLayer, err := newTCPLayer("127.0.0.1:0", nil)
+	peerLayer, err := NewTCPLayer("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer := raft.NewNetworkTransportWithConfig(raftNetConfig(peerLayer, newHCLog(slog.New(slog.NewTextHandler(io.Discard, nil)), "raft-net")))
+	peer := raft.NewNetworkTransportWithConfig(NetConfig(peerLayer, NewHCLog(slog.New(slog.NewTextHandler(io.Discard, nil)), "raft-net")))
 	defer peer.Close()
 	p, err := trans.AppendEntriesPipeline("peer", peer.LocalAddr())
 	if p != nil {

@@ -1,8 +1,8 @@
-package server
+package raftnode
 
 // The FSM's apply generation, which lets a read tell whether a batch
-// applied around it was observed yet (the client cache's read gate,
-// cache.go, and stable reads).
+// applied around it was observed yet (the server's client-cache read gate
+// and stable reads).
 
 import (
 	"context"
@@ -10,21 +10,22 @@ import (
 	"sync/atomic"
 )
 
-// applyGen is the FSM's apply generation: odd while a batch is being
+// ApplyGen is the FSM's apply generation: odd while a batch is being
 // applied and observed, even between batches. A read that saw the same even
 // generation before and after saw no batch whose observers have not run.
-type applyGen struct {
+type ApplyGen struct {
 	n       atomic.Uint64
 	mu      sync.Mutex
 	waiters chan struct{} // closed at the next end; nil when nobody waits
 }
 
-func (g *applyGen) load() uint64 { return g.n.Load() }
+// Load returns the generation now.
+func (g *ApplyGen) Load() uint64 { return g.n.Load() }
 
 // begin and end bracket one batch on the FSM goroutine.
-func (g *applyGen) begin() { g.n.Add(1) }
+func (g *ApplyGen) begin() { g.n.Add(1) }
 
-func (g *applyGen) end() {
+func (g *ApplyGen) end() {
 	g.n.Add(1)
 	g.mu.Lock()
 	if g.waiters != nil {
@@ -34,8 +35,8 @@ func (g *applyGen) end() {
 	g.mu.Unlock()
 }
 
-// wait returns once the generation reached n.
-func (g *applyGen) wait(ctx context.Context, n uint64) error {
+// Wait returns once the generation reached n, or ctx ended.
+func (g *ApplyGen) Wait(ctx context.Context, n uint64) error {
 	for {
 		g.mu.Lock()
 		if g.n.Load() >= n {

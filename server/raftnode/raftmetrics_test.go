@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"sync"
@@ -14,7 +14,7 @@ import (
 // their go-metrics names, labelled, with every observation counted once
 // (histogram buckets cumulative), also when emitted concurrently.
 func TestRaftSink(t *testing.T) {
-	k := &raftSink{series: map[uint64][]*raftSeries{}}
+	k := NewRaftSink()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(k)
 	peer := func(id string) []gometrics.Label { return []gometrics.Label{{Name: "peer_id", Value: id}} }
@@ -94,8 +94,8 @@ func TestRaftSink(t *testing.T) {
 func BenchmarkRaftSink(b *testing.B) {
 	key := []string{"raft", "replication", "appendEntries", "rpc"}
 	labels := []gometrics.Label{{Name: "peer_id", Value: "n2"}}
-	b.Run("raftSink", func(b *testing.B) {
-		k := &raftSink{series: map[uint64][]*raftSeries{}}
+	b.Run("RaftSink", func(b *testing.B) {
+		k := NewRaftSink()
 		b.ReportAllocs()
 		for b.Loop() {
 			k.AddSampleWithLabels(key, 0.4, labels)

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"net"
@@ -12,7 +12,7 @@ import (
 // layer waiting for its hello, a stopped process's kernel backlog) is
 // alive.
 func TestPortDead(t *testing.T) {
-	var tcp tcpLayer
+	var tcp TCPLayer
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"context"
@@ -22,78 +22,76 @@ import (
 // connects and stays silent holds nothing for long.
 const raftHandshakeTimeout = 10 * time.Second
 
-// Raft's stream layers, bottom up: tcpLayer (plain TCP; or the layer
-// Config.RaftLayer gives, for in-memory test clusters), optionally
-// faultLayer (Config.FaultInjection: refuses blocked addresses), and
-// tlsLayer on top, which raft's NetworkTransport uses. Every raft
+// Raft's stream layers, bottom up: TCPLayer (plain TCP; or the layer
+// the server's Config.RaftLayer gives, for in-memory test clusters),
+// SeverLayer (sever.go), optionally FaultLayer (Config.FaultInjection:
+// refuses blocked addresses), and TLSLayer on top, which raft's
+// NetworkTransport uses. Every raft
 // connection is mutual TLS 1.3 between members: each side presents its
 // member certificate and accepts only a member certificate of the cluster
 // CA (session.MemberTLS). A connection that fails the handshake never
 // reaches raft: an outsider cannot append entries, vote or install a
 // snapshot, whatever it sends.
 
-// tcpLayer is a raft.StreamLayer over plain TCP.
-type tcpLayer struct {
+// TCPLayer is a raft.StreamLayer over plain TCP.
+type TCPLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 }
 
-var _ raft.StreamLayer = (*tcpLayer)(nil)
+var _ raft.StreamLayer = (*TCPLayer)(nil)
 
-// newTCPLayer listens on bind. advertise, when not nil, is the address
+// NewTCPLayer listens on bind. advertise, when not nil, is the address
 // other members dial, as with raft.NewTCPTransport.
-func newTCPLayer(bind string, advertise net.Addr) (*tcpLayer, error) {
+func NewTCPLayer(bind string, advertise net.Addr) (*TCPLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	l := &tcpLayer{ln: ln, advertise: advertise}
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("%w: raft address %v is not advertisable (set RaftAdvertise)", ErrBadConfig, l.Addr())
-	}
-	return l, nil
+	return &TCPLayer{ln: ln, advertise: advertise}, nil
 }
 
-func (l *tcpLayer) Accept() (net.Conn, error) { return l.ln.Accept() }
+func (l *TCPLayer) Accept() (net.Conn, error) { return l.ln.Accept() }
 
-func (l *tcpLayer) Close() error { return l.ln.Close() }
+func (l *TCPLayer) Close() error { return l.ln.Close() }
 
-func (l *tcpLayer) Addr() net.Addr {
+func (l *TCPLayer) Addr() net.Addr {
 	if l.advertise != nil {
 		return l.advertise
 	}
 	return l.ln.Addr()
 }
 
-func (l *tcpLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *TCPLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", string(address), timeout)
 }
 
-// tlsLayer runs mutual TLS over an inner stream layer.
-type tlsLayer struct {
+// TLSLayer runs mutual TLS over an inner stream layer.
+type TLSLayer struct {
 	inner  raft.StreamLayer
 	server *tls.Config
 	client *tls.Config
 	log    *slog.Logger
-	// refused counts accepted connections whose handshake failed.
-	refused func()
-	// peerClosed, when set, learns of every accepted connection of a
-	// member that ended: EOF or reset after a good handshake.
-	peerClosed func(member string)
+	// Refused, when set, counts accepted connections whose handshake
+	// failed.
+	Refused func()
+	// PeerClosed, when set, learns of every accepted connection of a
+	// member that ended: EOF or reset after a good handshake
+	// (CrashDetector.PeerClosed). Set both before raft uses the layer.
+	PeerClosed func(member string)
 }
 
-var _ raft.StreamLayer = (*tlsLayer)(nil)
+var _ raft.StreamLayer = (*TLSLayer)(nil)
 
-func newTLSLayer(inner raft.StreamLayer, m *session.MemberTLS, log *slog.Logger, refused func()) *tlsLayer {
-	return &tlsLayer{inner: inner, server: m.RaftServer(), client: m.RaftClient(), log: log, refused: refused}
+// NewTLSLayer runs m's member TLS over inner.
+func NewTLSLayer(inner raft.StreamLayer, m *session.MemberTLS, log *slog.Logger) *TLSLayer {
+	return &TLSLayer{inner: inner, server: m.RaftServer(), client: m.RaftClient(), log: log}
 }
 
 // Accept returns the next connection; its handshake runs on first use, in
 // raft's per-connection goroutine, so a slow peer never stalls the accept
 // loop.
-func (l *tlsLayer) Accept() (net.Conn, error) {
+func (l *TLSLayer) Accept() (net.Conn, error) {
 	c, err := l.inner.Accept()
 	if err != nil {
 		return nil, err
@@ -101,13 +99,13 @@ func (l *tlsLayer) Accept() (net.Conn, error) {
 	return &tlsServerConn{Conn: tls.Server(c, l.server), layer: l}, nil
 }
 
-func (l *tlsLayer) Close() error { return l.inner.Close() }
+func (l *TLSLayer) Close() error { return l.inner.Close() }
 
-func (l *tlsLayer) Addr() net.Addr { return l.inner.Addr() }
+func (l *TLSLayer) Addr() net.Addr { return l.inner.Addr() }
 
 // Dial connects and completes the handshake within timeout: a peer that is
 // not a member fails here.
-func (l *tlsLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *TLSLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	start := time.Now()
 	c, err := l.inner.Dial(address, timeout)
 	if err != nil {
@@ -127,11 +125,11 @@ func (l *tlsLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 // with a deadline, before the first read or write.
 type tlsServerConn struct {
 	*tls.Conn
-	layer  *tlsLayer
+	layer  *TLSLayer
 	once   sync.Once
 	err    error
 	member string    // the peer's member id, after the handshake
-	ended  sync.Once // peerClosed told
+	ended  sync.Once // PeerClosed told
 }
 
 func (c *tlsServerConn) handshake() error {
@@ -147,8 +145,8 @@ func (c *tlsServerConn) handshake() error {
 		case err != nil:
 			c.layer.log.Warn("raft connection refused: TLS handshake failed (not a member?)",
 				"remote", c.Conn.RemoteAddr().String(), "err", err)
-			if c.layer.refused != nil {
-				c.layer.refused()
+			if c.layer.Refused != nil {
+				c.layer.Refused()
 			}
 		}
 		if err != nil {
@@ -167,10 +165,10 @@ func (c *tlsServerConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
-	if err != nil && c.layer.peerClosed != nil && c.member != "" && !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err != nil && c.layer.PeerClosed != nil && c.member != "" && !errors.Is(err, os.ErrDeadlineExceeded) {
 		// EOF, a reset, anything but a deadline: the crash detector
 		// decides with a dial whether the peer is gone.
-		c.ended.Do(func() { c.layer.peerClosed(c.member) })
+		c.ended.Do(func() { c.layer.PeerClosed(c.member) })
 	}
 	return n, err
 }
@@ -182,7 +180,7 @@ func (c *tlsServerConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// raftNetConfig is the configuration of raft's NetworkTransport over
+// NetConfig is the configuration of raft's NetworkTransport over
 // stream.
 //
 // MaxRPCsInFlight 1 turns raft's pipelined replication off: the leader
@@ -197,7 +195,7 @@ func (c *tlsServerConn) Write(b []byte) (int, error) {
 // heartbeats but no entries. Two RPCs in flight (raft's default) is what
 // made both of the pipeline's channels unbuffered; more would only make
 // the deadlock rarer.
-func raftNetConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTransportConfig {
+func NetConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTransportConfig {
 	return &raft.NetworkTransportConfig{
 		Stream:          stream,
 		Logger:          logger,
@@ -205,48 +203,4 @@ func raftNetConfig(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTr
 		Timeout:         10 * time.Second,
 		MaxRPCsInFlight: 1,
 	}
-}
-
-// raftBottomLayer is the stream layer under everything else: plain TCP,
-// or Config.RaftLayer's.
-func (s *Server) raftBottomLayer() (raft.StreamLayer, error) {
-	cfg := &s.cfg
-	if cfg.RaftLayer != nil {
-		return cfg.RaftLayer(cfg.RaftAddr)
-	}
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		var err error
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			return nil, fmt.Errorf("%w: RaftAdvertise: %v", ErrBadConfig, err)
-		}
-	}
-	return newTCPLayer(cfg.RaftAddr, advertise)
-}
-
-// newRaftTransport builds raft's NetworkTransport over mutual TLS, with the
-// fault layer under it when fault injection is on.
-func (s *Server) newRaftTransport(m *session.MemberTLS) error {
-	cfg := &s.cfg
-	bottom, err := s.raftBottomLayer()
-	if err != nil {
-		if errors.Is(err, ErrBadConfig) {
-			return err
-		}
-		return fmt.Errorf("latch: raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	s.sever = newSeverLayer(bottom)
-	inner := raft.StreamLayer(s.sever)
-	if cfg.FaultInjection {
-		s.faults = newFaultLayer(inner)
-		inner = s.faults
-	}
-	s.crash = newCrashDetector(cfg.ID, s.log, s.stop)
-	s.crash.dial = bottom.Dial
-	tl := newTLSLayer(inner, m, s.log, func() { s.countRefused("raft") })
-	tl.peerClosed = s.crash.peerClosed
-	s.trans = raft.NewNetworkTransportWithConfig(raftNetConfig(tl, newHCLog(s.log, "raft-net")))
-	s.raftAddr = string(s.trans.LocalAddr())
-	s.crash.trans, s.crash.addr = s.trans, s.trans.LocalAddr()
-	return nil
 }

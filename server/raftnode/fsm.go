@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"context"
@@ -16,19 +16,41 @@ import (
 	"github.com/latch-io/latch/server/clock"
 )
 
-// ApplyObserver is told about every batch the state machine applied, in log
+// Observer is told about every batch the state machine applied, in log
 // order, on the FSM goroutine: it must not block (hand work to its own
 // goroutine). Entries skipped because they were applied before a restart are
 // not reported. The results must not be modified.
-type ApplyObserver interface {
+type Observer interface {
 	Applied(results []*namespace.Result)
 }
 
-// fsm adapts store.Store to raft. It is deliberately thin: decoding and
+// FSMConfig is what an FSM is made of. Only Store is required.
+type FSMConfig struct {
+	Store    *store.Store
+	Observer Observer     // may be nil; SetObserver replaces it before raft starts
+	Log      *slog.Logger // nil: slog.Default()
+	// Clock learns every committed time (nil in tests of the FSM alone).
+	Clock *clock.Cluster
+	// HashView receives the results that carry a state view to hash
+	// (OpHashCheck); nil releases them.
+	HashView func(*namespace.Result)
+	// WaitSpace blocks while the disk is full (DiskGuard.Wait); false
+	// means the member is stopping. nil: no guard.
+	WaitSpace func() bool
+	// SpoolDir holds a snapshot while it is checked before a restore
+	// ("" for the system's temporary directory).
+	SpoolDir string
+	// OwnLimits are this member's configured limits, compared with the
+	// replicated settings whenever those change (a warning when they
+	// differ).
+	OwnLimits namespace.Limits
+}
+
+// FSM adapts store.Store to raft. It is deliberately thin: decoding and
 // bookkeeping only, all semantics live in namespace.
-type fsm struct {
+type FSM struct {
 	store    *store.Store
-	observer ApplyObserver
+	observer Observer
 	log      *slog.Logger
 
 	// applied is the highest log index whose effects are visible in store:
@@ -38,50 +60,74 @@ type fsm struct {
 	applied  uint64
 	changed  chan struct{} // closed and replaced whenever applied advances
 	restores atomic.Uint64 // snapshot installs, for Status and tests
-	// gen brackets each batch, observers included (cache.go: a leader
-	// read of a cached node knows whether it may have seen a write whose
-	// invalidation is not queued yet).
-	gen applyGen
+	// gen brackets each batch, observers included (the server's client
+	// cache: a leader read of a cached node knows whether it may have seen
+	// a write whose invalidation is not queued yet).
+	gen ApplyGen
 	// decodeErrors counts entries applied as no-ops because they did not
 	// decode, for metrics.
 	decodeErrors atomic.Uint64
 
-	// ownLimits are this member's configured limits, compared with the
-	// replicated settings whenever those change (limitsRev).
+	// The parts of FSMConfig; limitsRev is the settings revision last
+	// compared with ownLimits.
 	ownLimits namespace.Limits
 	limitsRev uint64
-
-	// clock learns every committed time (nil in tests of the fsm alone).
-	clock *clock.Cluster
-	// hashView receives the results that carry a state view to hash
-	// (OpHashCheck); nil releases them.
-	hashView func(*namespace.Result)
-	// waitSpace blocks while the disk is full (diskfull.go); false means
-	// the member is stopping. nil: no guard.
+	clock     *clock.Cluster
+	hashView  func(*namespace.Result)
 	waitSpace func() bool
-	// spoolDir holds a snapshot while it is checked before a restore
-	// ("" for the system's temporary directory).
-	spoolDir string
+	spoolDir  string
 }
 
 var (
-	_ raft.FSM         = (*fsm)(nil)
-	_ raft.BatchingFSM = (*fsm)(nil)
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
 )
 
-func newFSM(store *store.Store, obs ApplyObserver) *fsm {
-	return &fsm{store: store, observer: obs, log: slog.Default(), applied: store.AppliedIndex(), changed: make(chan struct{})}
+// NewFSM returns the state machine over cfg.Store, which resumes from the
+// store's applied index, and warns when the replicated settings differ
+// from cfg.OwnLimits.
+func NewFSM(cfg FSMConfig) *FSM {
+	f := &FSM{
+		store: cfg.Store, observer: cfg.Observer, log: cfg.Log, clock: cfg.Clock,
+		hashView: cfg.HashView, waitSpace: cfg.WaitSpace, spoolDir: cfg.SpoolDir,
+		ownLimits: cfg.OwnLimits, limitsRev: cfg.Store.LimitsRevision(),
+		applied: cfg.Store.AppliedIndex(), changed: make(chan struct{}),
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	NoteLimits(f.store, f.ownLimits, f.log)
+	return f
 }
+
+// SetObserver replaces the observer of applied batches; call it before
+// raft starts.
+func (f *FSM) SetObserver(o Observer) { f.observer = o }
+
+// AppliedIndex is the index of the last entry the namespace applied (the
+// watch hub's watch.Log).
+func (f *FSM) AppliedIndex() uint64 { return f.store.AppliedIndex() }
+
+// Restores counts the snapshots installed on this member: each one breaks
+// the history of events and replaces the sessions.
+func (f *FSM) Restores() uint64 { return f.restores.Load() }
+
+// DecodeErrors counts the entries applied as no-ops because they did not
+// decode.
+func (f *FSM) DecodeErrors() uint64 { return f.decodeErrors.Load() }
+
+// Gen is the FSM's apply generation (applygen.go).
+func (f *FSM) Gen() *ApplyGen { return &f.gen }
 
 // Apply applies one log; raft calls ApplyBatch instead, this is for the
 // interface.
-func (f *fsm) Apply(l *raft.Log) any {
+func (f *FSM) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
 // ApplyBatch applies the command logs of a batch in one namespace batch and
 // returns one *namespace.Result per command log (nil for other types).
-func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.gen.begin()
 	defer f.gen.end()
 	out := make([]any, len(logs))
@@ -165,17 +211,31 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 
 // checkLimits logs a change of the replicated settings, and whether this
 // member's configuration disagrees with them.
-func (f *fsm) checkLimits() {
+func (f *FSM) checkLimits() {
 	rev := f.store.LimitsRevision()
 	if rev == f.limitsRev {
 		return
 	}
 	f.limitsRev = rev
 	f.log.Info("cluster settings in force", "revision", rev, "limits", fmt.Sprintf("%+v", f.store.Limits()))
-	noteLimits(f.store, f.ownLimits, f.log)
+	NoteLimits(f.store, f.ownLimits, f.log)
 }
 
-func (f *fsm) advance(index uint64) {
+// NoteLimits logs the settings in force when they came from the log and
+// this member's configuration (own) says otherwise, so an operator sees
+// that a changed flag had no effect.
+func NoteLimits(s *store.Store, own namespace.Limits, log interface{ Warn(string, ...any) }) {
+	rev := s.LimitsRevision()
+	if rev == 0 {
+		return
+	}
+	if in := s.Limits(); in != own {
+		log.Warn("this member's limit flags differ from the replicated cluster settings and are ignored; change the settings with PUT /v1/limits",
+			"revision", rev, "cluster", fmt.Sprintf("%+v", in), "flags", fmt.Sprintf("%+v", own))
+	}
+}
+
+func (f *FSM) advance(index uint64) {
 	f.mu.Lock()
 	if index > f.applied {
 		f.applied = index
@@ -185,19 +245,20 @@ func (f *fsm) advance(index uint64) {
 	f.mu.Unlock()
 }
 
-// appliedIndex returns the applied index and a channel closed when it next
+// Applied returns the applied index and a channel closed when it next
 // advances.
-func (f *fsm) appliedIndex() (uint64, <-chan struct{}) {
+func (f *FSM) Applied() (uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.applied, f.changed
 }
 
-// waitApplied blocks until the applied index reaches index, ctx ends or
-// stop closes (the server is closing: nothing will be applied any more).
-func (f *fsm) waitApplied(ctx context.Context, stop <-chan struct{}, index uint64) error {
+// WaitApplied blocks until the applied index reaches index, ctx ends or
+// stop closes (the member is closing: nothing will be applied any more;
+// ErrClosed then).
+func (f *FSM) WaitApplied(ctx context.Context, stop <-chan struct{}, index uint64) error {
 	for {
-		applied, changed := f.appliedIndex()
+		applied, changed := f.Applied()
 		if applied >= index {
 			return nil
 		}
@@ -213,7 +274,7 @@ func (f *fsm) waitApplied(ctx context.Context, stop <-chan struct{}, index uint6
 
 // Snapshot captures the namespace at one read timestamp after syncing it,
 // so the durable state is never behind the snapshot raft records.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.store.Sync(); err != nil {
 		return nil, fmt.Errorf("latch: sync before snapshot: %w", err)
 	}
@@ -226,7 +287,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the namespace with a snapshot sent by the leader (or a
 // user restore).
-func (f *fsm) Restore(rc io.ReadCloser) error {
+func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	// Checked whole before the store drops its state (snapshotcheck.go).
 	snap, err := spoolSnapshot(rc, f.spoolDir)
