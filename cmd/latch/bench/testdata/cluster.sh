@@ -32,8 +32,9 @@
 # long as the members, not the (uncapped) load generator, run out first
 # (`latch bench --member-cpu` prints each member's CPU next to its
 # budget). A cgroup escapes nice, so each group's cpu.shares is the
-# kernel's weight of this script's nice value (`nice -n 15 sh cluster.sh`
-# keeps the members at nice 15's weight). start records CPU in DIR/cpu and
+# kernel's weight of this script's nice value times the threads Go runs
+# (`nice -n 15 sh cluster.sh` keeps the members at nice 15's weight
+# against the host's other work). start records CPU in DIR/cpu and
 # learners uses it unless CPU is given; stop removes the groups. Without
 # root or the controller it says so and the members run uncapped.
 set -eu
@@ -59,8 +60,16 @@ cpu_budget() {
 		echo "CPU=$CPU needs the cgroup v1 cpu controller at $cpu_root: the members run uncapped" >&2
 		quota=""
 	fi
-	# The kernel's weight of a task at this nice value (sched_prio_to_weight).
-	shares=$(awk -v n="$(cut -d' ' -f19 /proc/$$/stat)" 'BEGIN { split("1024 820 655 526 423 335 272 215 172 137 110 87 70 56 45 36 29 23 18 15", w, " "); if (n < 0) n = 0; print w[n + 1] }')
+	# A group competes with the host's other tasks as one task of weight
+	# cpu.shares, whatever its nice; an uncapped latchd competes as up to
+	# GOMAXPROCS running threads (Go makes that max(2, ceil(CPU)) in a
+	# capped group, at most the host's CPUs), each of its nice value's
+	# weight (the kernel's sched_prio_to_weight).
+	shares=$(awk -v n="$(cut -d' ' -f19 /proc/$$/stat)" -v c="$CPU" -v cpus="$(getconf _NPROCESSORS_ONLN)" 'BEGIN {
+		split("1024 820 655 526 423 335 272 215 172 137 110 87 70 56 45 36 29 23 18 15", w, " ")
+		if (n < 0) n = 0
+		p = int(c); if (p < c) p++; if (p < 2) p = 2; if (p > cpus) p = cpus
+		print w[n + 1] * p }')
 	cpu_group=$cpu_root/latch-$(cd "$dir" && pwd | cksum | cut -d' ' -f1)
 }
 
