@@ -119,7 +119,7 @@ func (r *runner) memberLoads() func(rep *Report) {
 		for _, p := range probes {
 			after, err := p.sample(ctx)
 			if err != nil {
-				r.logf("member %s not measured: %v", p.load.ID, err)
+				rep.Notes = append(rep.Notes, fmt.Sprintf("member %s (%s) not measured after the run: %v", p.load.ID, p.load.Role, err))
 				continue
 			}
 			rep.Members = append(rep.Members, p.loadTo(after))

@@ -33,10 +33,16 @@
 # (`latch bench --member-cpu` prints each member's CPU next to its
 # budget). A cgroup escapes nice, so each group's cpu.shares is the
 # kernel's weight of this script's nice value times the threads Go runs
-# (`nice -n 15 sh cluster.sh` keeps the members at nice 15's weight
-# against the host's other work). start records CPU in DIR/cpu and
-# learners uses it unless CPU is given; stop removes the groups. Without
-# root or the controller it says so and the members run uncapped.
+# (`nice -n 15 sh cluster.sh` keeps the members at nice 15's weight), or
+# SHARES=N. With the kernel's autogroup on, the host's ungrouped
+# processes compete as one group per session, of weight 1024 however
+# many they are, and nice only orders them within it: members at nice
+# 15's weight then get far less than uncapped members would (a busy loop
+# capped at 0.1 core got 1% of a core at shares 72, 7% at 1024, 13%
+# uncapped at nice 15, with load 50). start records CPU and the shares in
+# DIR/cpu and DIR/shares and learners uses them unless CPU is given; stop
+# removes the groups. Without root or the controller it says so and the
+# members run uncapped.
 set -eu
 cmd=${1:?usage: cluster.sh start|learners|stop DIR}
 dir=${2:?usage: cluster.sh start|learners|stop DIR}
@@ -65,11 +71,14 @@ cpu_budget() {
 	# GOMAXPROCS running threads (Go makes that max(2, ceil(CPU)) in a
 	# capped group, at most the host's CPUs), each of its nice value's
 	# weight (the kernel's sched_prio_to_weight).
-	shares=$(awk -v n="$(cut -d' ' -f19 /proc/$$/stat)" -v c="$CPU" -v cpus="$(getconf _NPROCESSORS_ONLN)" 'BEGIN {
+	shares=${SHARES:-$(awk -v n="$(cut -d' ' -f19 /proc/$$/stat)" -v c="$CPU" -v cpus="$(getconf _NPROCESSORS_ONLN)" 'BEGIN {
 		split("1024 820 655 526 423 335 272 215 172 137 110 87 70 56 45 36 29 23 18 15", w, " ")
 		if (n < 0) n = 0
 		p = int(c); if (p < c) p++; if (p < 2) p = 2; if (p > cpus) p = cpus
-		print w[n + 1] * p }')
+		print w[n + 1] * p }')}
+	if [ -n "$quota" ] && [ -z "${SHARES:-}" ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+		echo "CPU=$CPU: the kernel groups this session's other processes (autogroup), which then weigh 1024 together: members with cpu.shares $shares get far less than uncapped ones under load (SHARES=N sets it; cluster.sh header)" >&2
+	fi
 	cpu_group=$cpu_root/latch-$(cd "$dir" && pwd | cksum | cut -d' ' -f1)
 }
 
@@ -129,6 +138,7 @@ start)
 	cpu_budget
 	if [ -n "$quota" ]; then
 		echo "$CPU" >"$dir/cpu"
+		echo "$shares" >"$dir/shares"
 	fi
 	for i in 1 2 3; do
 		"$dir/bin/latch" cert member --dir "$dir/tls" --id "n$i" --hosts 127.0.0.1,localhost >/dev/null
@@ -152,7 +162,7 @@ start)
 learners)
 	count=${3:-2}
 	if [ -z "${CPU:-}" ] && [ -f "$dir/cpu" ]; then
-		CPU=$(cat "$dir/cpu")
+		CPU=$(cat "$dir/cpu") SHARES=${SHARES:-$(cat "$dir/shares")}
 	fi
 	cpu_budget
 	eps=$(sed 's/^--endpoints \([^ ]*\) .*/\1/' "$dir/flags")
