@@ -276,6 +276,10 @@ func (r *runner) resolveReadFrom() error {
 		if m.Leader || (r.cfg.ReadFrom == ReadLearners && m.Voter) {
 			continue
 		}
+		if m.ClientAddr == "" {
+			r.logf("member %s lists no client address: no reads go to it", m.ID)
+			continue
+		}
 		addr, err := memberClientAddr(m, r.cfg.Client.Endpoints)
 		if err != nil {
 			return err
@@ -283,7 +287,7 @@ func (r *runner) resolveReadFrom() error {
 		r.readOver = append(r.readOver, addr)
 	}
 	if len(r.readOver) == 0 {
-		return fmt.Errorf("%w: ReadFrom %s: the cluster has no %s (members: %v)", ErrBadConfig, r.cfg.ReadFrom, r.cfg.ReadFrom, members)
+		return fmt.Errorf("%w: ReadFrom %s: the member list names no %s with a client address (members: %v)", ErrBadConfig, r.cfg.ReadFrom, r.cfg.ReadFrom, members)
 	}
 	if !r.cfg.AllowRemote {
 		for _, a := range r.readOver {
