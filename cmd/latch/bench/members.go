@@ -91,16 +91,20 @@ func (r *runner) memberLoads() func(rep *Report) {
 		return nil
 	}
 	var probes []*memberProbe
+	var skipped []string // notes: the table should not hide a member
+	skip := func(m client.MemberInfo, format string, a ...any) {
+		skipped = append(skipped, fmt.Sprintf("member %s (%s) not measured: ", m.ID, roleOf(m))+fmt.Sprintf(format, a...))
+	}
 	for _, m := range members {
 		addr, err := memberAdmin(m)
 		if err != nil {
-			r.logf("member %s not measured: %v", m.ID, err)
+			skip(m, "%v", err)
 			continue
 		}
 		p := &memberProbe{load: MemberLoad{ID: m.ID, Role: roleOf(m)}, sc: newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS)}
 		st, err := p.sc.status(ctx)
 		if err != nil || st.ID != m.ID {
-			r.logf("member %s not measured: its status says %q (%v)", m.ID, st.ID, err)
+			skip(m, "its status says %q (%v)", st.ID, err)
 			continue
 		}
 		// Only a process of this host can be looked up by its pid.
@@ -108,7 +112,7 @@ func (r *runner) memberLoads() func(rep *Report) {
 			p.budget, p.capped = readCPUBudget("/", st.PID)
 		}
 		if p.before, err = p.sample(ctx); err != nil {
-			r.logf("member %s not measured: %v", m.ID, err)
+			skip(m, "%v", err)
 			continue
 		}
 		probes = append(probes, p)
@@ -116,6 +120,7 @@ func (r *runner) memberLoads() func(rep *Report) {
 	return func(rep *Report) {
 		ctx, cancel := r.opCtx()
 		defer cancel()
+		rep.Notes = append(rep.Notes, skipped...)
 		for _, p := range probes {
 			after, err := p.sample(ctx)
 			if err != nil {
