@@ -27,7 +27,11 @@ func init() {
                   64 clients; --read-from spread sends connection i's stale
                   reads to endpoint i mod n, so list learners in
                   --endpoints to read from them too; --read-from leader
-                  sends them all to the leader)
+                  sends them all to the leader, followers spreads them
+                  over every member but the leader, learners over the
+                  learners only; --member-cpu adds each member's reads
+                  answered and CPU, against its CPU budget when
+                  cluster.sh CPU=... gave it one)
   cached-get      -n reads with client.Cached() after every connection
                   answers from its cache: reads without a round trip
   cached-set      -n sets of one node cached by --cachers connections (each
@@ -122,7 +126,8 @@ the leader's admin /metrics before and after the window).`,
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.IntVar(&c.Cachers, "cachers", 0, "cached-set: connections caching the node written")
-			fs.StringVar(&c.ReadFrom, "read-from", "", "where each connection's stale reads go: spread (connection i to endpoint i mod n), nearest (the fastest non-leader), leader (default: the first endpoint that answers)")
+			fs.StringVar(&c.ReadFrom, "read-from", "", "where each connection's stale reads go: spread (connection i to endpoint i mod n), nearest (the fastest non-leader), leader, followers or learners (spread over every member but the leader, or over the learners) (default: the first endpoint that answers)")
+			fs.BoolVar(&c.MemberCPU, "member-cpu", false, "get, stale-get, cached-get: report every member's reads answered and CPU over the run (admin /metrics before and after), and its CPU budget and throttling when its cgroup caps it (a member on this host)")
 			failureTimeout := fs.Duration("failure-timeout", 0, "the client's FailureTimeout on every connection (default 300ms): how long the leader may stay silent while a call waits; raise it on a machine so loaded that the leader answers pings late")
 			fs.BoolVar(&c.LeaderCPU, "leader-cpu", false, "set, get, stale-get, cached-get, cached-set, contended: report the leader process's CPU per operation (its admin /metrics before and after; needs an admin certificate)")
 			fs.DurationVar(&c.Window, "window", bench.DefaultWindow, "how long the sessions scenario holds its sessions while measuring the leader")

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latch-io/latch/client"
+	"github.com/latch-io/latch/server/adminapi"
 	"github.com/latch-io/latch/server/proc"
 	"github.com/latch-io/latch/session"
 )
@@ -113,12 +116,42 @@ func TestScenariosOnRealCluster(t *testing.T) {
 		}
 		if rep.LeaderCPUMillisPerOp == nil {
 			t.Logf("leader CPU not measured (a leader change?)")
-		} else if *rep.LeaderCPUMillisPerOp <= 0 {
+		} else if *rep.LeaderCPUMillisPerOp < 0 { // 0 on a short run: the kernel counts CPU in ticks
 			t.Errorf("leader CPU %v ms per read", *rep.LeaderCPUMillisPerOp)
 		}
 		rep = run(t, Config{Scenario: ScenarioStaleGet, Ops: 30, Concurrency: 2, Conns: 2, ReadFrom: ReadLeader})
 		if rep.ReadMembers[""] != 2 {
 			t.Errorf("--read-from leader: connections read from %v, want the leader only", rep.ReadMembers)
+		}
+	})
+	// With MemberCPU the members' own counters say who answered: with
+	// followers, the leader none (but for a read a busy follower refused
+	// as behind, which the client then asks the leader).
+	t.Run("stale-get followers member-cpu", func(t *testing.T) {
+		const ops = 80
+		waitAddresses(t, check, 3)
+		rep := run(t, Config{Scenario: ScenarioStaleGet, Ops: ops, Concurrency: 4, Conns: 4, ReadFrom: ReadFollowers, MemberCPU: true})
+		roles, byFollowers, byLeader := map[string]int{}, 0, 0
+		for _, m := range rep.Members {
+			roles[m.Role]++
+			if m.Reads < 0 || m.CPUPercent < 0 || (m.BudgetPercent > 0) != (m.ThrottledPercent != nil) {
+				t.Errorf("member %+v", m)
+			}
+			switch m.Role {
+			case roleLeader:
+				byLeader += m.Reads
+			case roleFollower:
+				byFollowers += m.Reads
+			}
+		}
+		if len(rep.Members) != 3 || roles[roleLeader] != 1 || roles[roleFollower] != 2 {
+			t.Fatalf("members %+v: want a leader and two followers", rep.Members)
+		}
+		if byFollowers+byLeader < ops || byFollowers == 0 {
+			t.Errorf("followers answered %d reads, the leader %d, of %d: want the followers some, and all counted", byFollowers, byLeader, ops)
+		}
+		if _, ok := rep.ReadMembers[leaderID]; ok {
+			t.Errorf("a connection read from the leader %s: %v", leaderID, rep.ReadMembers)
 		}
 	})
 	t.Run("cached-get", func(t *testing.T) {
@@ -243,6 +276,33 @@ func TestScenariosOnRealCluster(t *testing.T) {
 			t.Errorf("truncated run left its prefix (%v, %v)", ok, err)
 		}
 	})
+	// Last: the learner stays in the configuration.
+	t.Run("stale-get learners", func(t *testing.T) {
+		if _, err := Run(ctx, Config{Scenario: ScenarioStaleGet, Client: ccfg, Ops: 1, ReadFrom: ReadLearners, Prefix: "/bench-no-learner"}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("learners without one: %v, want ErrBadConfig", err)
+		}
+		learner := addLearner(t, cl, cl.WaitLeader(t))
+		waitAddresses(t, check, 4)
+		const ops = 60
+		rep := run(t, Config{Scenario: ScenarioStaleGet, Ops: ops, Concurrency: 3, Conns: 3, ReadFrom: ReadLearners, MemberCPU: true})
+		if rep.ReadMembers[learner.ID] != 3 {
+			t.Errorf("connections read from %v, want all 3 from the learner %s", rep.ReadMembers, learner.ID)
+		}
+		// A read the new learner refused as behind goes to the leader,
+		// never to a follower.
+		var got *MemberLoad
+		for i, m := range rep.Members {
+			switch {
+			case m.ID == learner.ID:
+				got = &rep.Members[i]
+			case m.Role == roleFollower && m.Reads != 0:
+				t.Errorf("follower %s answered %d reads with --read-from learners", m.ID, m.Reads)
+			}
+		}
+		if got == nil || got.Role != roleLearner || got.Reads == 0 {
+			t.Errorf("learner %s's load %+v of %d reads: want it measured, a learner, answering", learner.ID, got, ops)
+		}
+	})
 	t.Run("prefix-exists", func(t *testing.T) {
 		if _, err := check.Create(ctx, "/bench-taken", nil); err != nil {
 			t.Fatal(err)
@@ -266,4 +326,58 @@ func countSessions(t *testing.T, c *client.Client) int {
 		t.Fatal(err)
 	}
 	return len(list)
+}
+
+// addLearner adds a learner to cl: put into the configuration through the
+// leader's admin API, then started with --join; it returns once the
+// learner is healthy (the bench's Sync makes its reads wait for its log).
+func addLearner(t *testing.T, cl *proc.Cluster, leader int) *proc.Node {
+	t.Helper()
+	id := fmt.Sprintf("n%d", len(cl.Nodes)+1)
+	args, err := proc.MemberArgs(cl.Certs, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := proc.NewNode(t, proc.Options{ID: id, Args: append([]string{"--join", cl.Nodes[leader].HTTPAddr}, args...)})
+	conf, err := proc.AdminTLS(cl.Certs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.SetAdminTLS(conf) // its health checks trust the cluster's CA
+	admin := adminapi.NewClient(conf, 30*time.Second)
+	defer admin.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := adminapi.AddMemberRequest{ID: id, RaftAddr: nd.RaftAddr, Learner: true}
+	if err := admin.Do(ctx, http.MethodPost, cl.Nodes[leader].HTTPAddr, "/v1/members/add", req, nil); err != nil {
+		t.Fatalf("add learner %s: %v", id, err)
+	}
+	nd.Start(t)
+	nd.WaitHealthy(t)
+	return nd
+}
+
+// waitAddresses waits until the member list names n members, each with
+// its client and admin addresses: a member publishes them a moment after
+// it joined, and until then reads cannot be routed to it by id nor its
+// metrics scraped.
+func waitAddresses(t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	proc.Eventually(t, "every member's addresses in the member list", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ms, err := c.Members(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ms) != n {
+			return fmt.Errorf("%d members, want %d", len(ms), n)
+		}
+		for _, m := range ms {
+			if m.ClientAddr == "" || m.HTTPAddr == "" {
+				return fmt.Errorf("member %s: client address %q, admin %q", m.ID, m.ClientAddr, m.HTTPAddr)
+			}
+		}
+		return nil
+	})
 }

@@ -60,7 +60,17 @@ const (
 	// ReadLeader: every Stale read goes to the leader
 	// (client.Config.LeaderReads).
 	ReadLeader = "leader"
+	// ReadFollowers: as ReadSpread, over the members that are not the
+	// leader (followers and learners, from the member list): the leader
+	// answers none of the stale reads.
+	ReadFollowers = "followers"
+	// ReadLearners: as ReadSpread, over the learners only (non-voters):
+	// what members that take no part in commits add.
+	ReadLearners = "learners"
 )
+
+// readFroms lists the ReadFrom values, in the order the help shows them.
+var readFroms = []string{ReadSpread, ReadNearest, ReadLeader, ReadFollowers, ReadLearners}
 
 // Scenarios lists every scenario, in the order the help shows them.
 var Scenarios = []string{ScenarioGet, ScenarioStaleGet, ScenarioCachedGet, ScenarioCreate, ScenarioSet, ScenarioCachedSet, ScenarioWatch, ScenarioLock, ScenarioContended, ScenarioSessions, ScenarioStorm}
@@ -182,10 +192,17 @@ type Config struct {
 	// per operation (contended: per cycle).
 	LeaderCPU bool
 	// ReadFrom picks the member each connection sends its Stale reads
-	// (and watches) to: ReadSpread, ReadNearest, ReadLeader, or ""
-	// (Client.ReadEndpoints as given; the CLI gives the endpoints in
-	// order: the first that answers).
+	// (and watches) to: ReadSpread, ReadNearest, ReadLeader,
+	// ReadFollowers, ReadLearners, or "" (Client.ReadEndpoints as given;
+	// the CLI gives the endpoints in order: the first that answers).
 	ReadFrom string
+	// MemberCPU makes get, stale-get and cached-get scrape every member's
+	// admin /metrics and /v1/status before and after the measured phase
+	// and report, per member, the reads it answered (latch_reads_total),
+	// its process CPU and, for a member on this host whose cgroup caps
+	// its CPU (cluster.sh CPU=...), that budget and how often it was
+	// used up (Report.Members).
+	MemberCPU bool
 	// Log receives progress lines. Default: discard.
 	Log io.Writer
 }
@@ -266,8 +283,8 @@ func (c Config) Validate() error {
 			return bad(f.name, "%v is negative", f.v)
 		}
 	}
-	if c.ReadFrom != "" && c.ReadFrom != ReadSpread && c.ReadFrom != ReadNearest && c.ReadFrom != ReadLeader {
-		return bad("ReadFrom", "%q: want %s, %s, %s or nothing", c.ReadFrom, ReadSpread, ReadNearest, ReadLeader)
+	if c.ReadFrom != "" && !slices.Contains(readFroms, c.ReadFrom) {
+		return bad("ReadFrom", "%q: want one of %s, or nothing", c.ReadFrom, strings.Join(readFroms, ", "))
 	}
 	if c.Kill != "" && c.Kill != "kill" && c.Kill != "stop" && c.Kill != "stall" && c.Kill != "freeze" {
 		return bad("Kill", "%q: want kill, stop, stall, freeze or nothing", c.Kill)
@@ -317,10 +334,7 @@ func checkLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrBadConfig, addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if isLoopback(host) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s (pass --allow-remote to benchmark it anyway)", ErrNotLoopback, addr)

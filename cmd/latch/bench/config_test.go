@@ -36,7 +36,9 @@ func TestValidate(t *testing.T) {
 		{"name is not resolved", Config{Scenario: ScenarioGet, Client: client.Config{Endpoints: []string{"latch.example:7420"}}}, ErrNotLoopback, "latch.example"},
 		{"remote admin", Config{Scenario: ScenarioSessions, Admin: "192.168.1.1:7422"}, ErrNotLoopback, "192.168.1.1"},
 		{"reads spread", Config{Scenario: ScenarioStaleGet, ReadFrom: ReadSpread}, nil, ""},
-		{"unknown read routing", Config{Scenario: ScenarioStaleGet, ReadFrom: "followers"}, ErrBadConfig, "ReadFrom"},
+		{"reads from followers", Config{Scenario: ScenarioStaleGet, ReadFrom: ReadFollowers}, nil, ""},
+		{"reads from learners", Config{Scenario: ScenarioStaleGet, ReadFrom: ReadLearners}, nil, ""},
+		{"unknown read routing", Config{Scenario: ScenarioStaleGet, ReadFrom: "voters"}, ErrBadConfig, "ReadFrom"},
 	} {
 		err := tc.cfg.Validate()
 		if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
@@ -95,5 +97,39 @@ func TestReadFromRoutesEachConnection(t *testing.T) {
 	r.cfg.ReadFrom = ReadLeader
 	if !r.connConfig(1).LeaderReads {
 		t.Error("leader: LeaderReads not set")
+	}
+	// followers and learners spread over the members resolveReadFrom
+	// found, not over the configured endpoints.
+	r.cfg.ReadFrom, r.readOver = ReadLearners, []string{"127.0.0.1:4", "127.0.0.1:5"}
+	for i, want := range []string{"127.0.0.1:4,127.0.0.1:5", "127.0.0.1:5,127.0.0.1:4", "127.0.0.1:4,127.0.0.1:5"} {
+		if got := r.connConfig(i); strings.Join(got.ReadEndpoints, ",") != want || got.LeaderReads {
+			t.Errorf("learners: connection %d reads from %v (leader reads %v), want %s", i, got.ReadEndpoints, got.LeaderReads, want)
+		}
+	}
+}
+
+// TestMemberAddresses: members bound to every interface are reached at a
+// host that works from here.
+func TestMemberAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		m           client.MemberInfo
+		admin, cli  string
+		adminFailed bool
+	}{
+		{client.MemberInfo{ID: "n1", HTTPAddr: "127.0.0.1:7622", ClientAddr: "127.0.0.1:7421"}, "127.0.0.1:7622", "127.0.0.1:7421", false},
+		{client.MemberInfo{ID: "n2", HTTPAddr: ":7622", ClientAddr: "10.0.0.2:7421"}, "10.0.0.2:7622", "10.0.0.2:7421", false},
+		{client.MemberInfo{ID: "n3", HTTPAddr: "0.0.0.0:7622", ClientAddr: "[::]:7421"}, "127.0.0.1:7622", "[::1]:7421", false},
+		{client.MemberInfo{ID: "n4", ClientAddr: "0.0.0.0:7421"}, "", "[::1]:7421", true},
+	} {
+		admin, err := memberAdmin(tc.m)
+		if admin != tc.admin || (err != nil) != tc.adminFailed {
+			t.Errorf("%s: admin %q, %v; want %q", tc.m.ID, admin, err, tc.admin)
+		}
+		if cli, err := memberClientAddr(tc.m, []string{"[::1]:1"}); cli != tc.cli || err != nil {
+			t.Errorf("%s: client address %q, %v; want %q", tc.m.ID, cli, err, tc.cli)
+		}
+	}
+	if _, err := memberClientAddr(client.MemberInfo{ID: "n5", ClientAddr: "nohost"}, nil); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("a client address without a port: %v", err)
 	}
 }

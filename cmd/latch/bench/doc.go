@@ -14,10 +14,13 @@
 //     ops/s. Reads go to one node of DataSize bytes; creates make new
 //     persistent nodes of DataSize bytes under Prefix/create.
 //     Stale reads go to each connection's read member, chosen by ReadFrom
-//     (spread: connection i starts at endpoint i mod n; nearest: the
-//     client's probe; leader). cached-get reads with client.Cached() once
-//     every connection answers from its cache. With LeaderCPU, the
-//     leader's CPU per read (or, for cached-set, per set).
+//     (spread: connection i starts at endpoint i mod n; followers and
+//     learners: the same over the members the member list names so;
+//     nearest: the client's probe; leader). cached-get reads with
+//     client.Cached() once every connection answers from its cache. With
+//     LeaderCPU, the leader's CPU per read (or, for cached-set, per set);
+//     with MemberCPU, every member's reads answered and CPU, and its CPU
+//     budget and throttling when its cgroup caps it.
 //   - cached-set: Ops sets of one node that Cachers other connections
 //     cache (each reads it again, untimed, before every set), so each set
 //     waits for Cachers invalidations; Cachers 0 is the baseline.
@@ -82,5 +85,15 @@
 //     second connection), not to the leader unless ReadFrom is leader or
 //     the leader is the endpoint that answered first: stale-get measures
 //     how reads spread over members, and the report notes how many
-//     connections read from each.
+//     connections read from each. Who answered is the members' word, not
+//     the client's: MemberCPU reads each member's latch_reads_total, so a
+//     read a busy member refused (behind) and the leader answered counts
+//     for the leader.
+//   - A member's CPU budget is read from its own cgroup (v1 cpu
+//     controller, else v2 cpu.max) through the pid its /v1/status names,
+//     for members at a loopback admin address only: on another host that
+//     pid is not theirs. Its throttled share is of the periods in which
+//     it ran: near 100% the budget is what limits it, which is what a
+//     measurement of what members add needs (the load generator must not
+//     run out first).
 package bench

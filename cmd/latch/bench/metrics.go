@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -172,29 +171,18 @@ func parseMetrics(r io.Reader, want ...string) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// leaderAdmin finds the leader's id and admin address in the member list.
-// An admin address bound to every interface (":7422", "0.0.0.0:7422") is
-// reached at the host of the leader's client address.
+// leaderAdmin finds the leader's id and admin address in the member list
+// (memberAdmin).
 func leaderAdmin(members []client.MemberInfo) (id, addr string, err error) {
 	for _, m := range members {
 		if !m.Leader {
 			continue
 		}
-		if m.HTTPAddr == "" {
-			return m.ID, "", fmt.Errorf("%w: member %s has none in the member list; give --admin", ErrNoAdmin, m.ID)
-		}
-		host, port, err := net.SplitHostPort(m.HTTPAddr)
+		addr, err := memberAdmin(m)
 		if err != nil {
-			return m.ID, "", fmt.Errorf("%w: member %s: %q: %v", ErrNoAdmin, m.ID, m.HTTPAddr, err)
+			return m.ID, "", fmt.Errorf("%w; give --admin", err)
 		}
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			chost, _, cerr := net.SplitHostPort(m.ClientAddr)
-			if cerr != nil || chost == "" {
-				chost = "127.0.0.1"
-			}
-			host = chost
-		}
-		return m.ID, net.JoinHostPort(host, port), nil
+		return m.ID, addr, nil
 	}
 	return "", "", fmt.Errorf("%w: no member is marked leader", ErrNoAdmin)
 }

@@ -48,6 +48,7 @@ func (r *runner) get(rep *Report, scenario string) error {
 	}
 	before := cacheTotals(p.clients)
 	cpu := r.leaderCPU()
+	loads := r.memberLoads()
 	lat := make([][]time.Duration, r.cfg.Concurrency)
 	done, elapsed, err := r.drive(r.cfg.Ops, r.cfg.Concurrency, func(ctx context.Context, w, i int) error {
 		c := p.get(w)
@@ -68,6 +69,9 @@ func (r *runner) get(rep *Report, scenario string) error {
 	}
 	if cpu != nil {
 		rep.LeaderCPUMillisPerOp = cpu(done)
+	}
+	if loads != nil {
+		loads(rep)
 	}
 	finish(rep, done, elapsed, OpLatency{Op: scenario, Latency: Summarize(merge(lat))})
 	switch scenario {

@@ -35,6 +35,9 @@ type Report struct {
 	// ReadMembers counts stale-get's connections by the member their
 	// stale reads went to at the end of the run ("" : the leader).
 	ReadMembers map[string]int `json:"read_members,omitempty"`
+	// Members is what each member answered and spent over a read
+	// scenario's measured phase (Config.MemberCPU), by id.
+	Members []MemberLoad `json:"members,omitempty"`
 
 	Contention *Contention  `json:"contention,omitempty"`
 	Sessions   *SessionLoad `json:"sessions,omitempty"`
@@ -249,6 +252,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	if len(r.Members) > 0 {
+		fmt.Fprintln(w)
+		writeMembers(w, r.Members)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nnote: %s", n)
 	}
@@ -283,4 +290,28 @@ func bytes(f float64) string {
 		return strconv.FormatFloat(f/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatFloat(f, 'f', 0, 64) + " B"
+}
+
+// writeMembers writes the per-member table: reads answered and CPU, with
+// the CPU budget and how often it was used up when the member has one.
+func writeMembers(w io.Writer, ms []MemberLoad) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tROLE\tREADS\tREADS/S\tCPU\tCPU/READ\tBUDGET\tTHROTTLED")
+	total, rate := 0, 0.0
+	for _, m := range ms {
+		perRead, budget, throttled := "-", "-", "-"
+		if m.CPUMicrosPerRead != nil {
+			perRead = strconv.FormatFloat(*m.CPUMicrosPerRead, 'f', 1, 64) + "µs"
+		}
+		if m.BudgetPercent > 0 {
+			budget = strconv.FormatFloat(m.BudgetPercent, 'f', 0, 64) + "%"
+		}
+		if m.ThrottledPercent != nil {
+			throttled = strconv.FormatFloat(*m.ThrottledPercent, 'f', 0, 64) + "% of periods"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s\n", m.ID, m.Role, m.Reads, num(m.ReadsPerSec), m.CPUPercent, perRead, budget, throttled)
+		total, rate = total+m.Reads, rate+m.ReadsPerSec
+	}
+	fmt.Fprintf(tw, "all\t\t%d\t%s\t\t\t\t\n", total, num(rate))
+	tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.ctl = ctl
 	defer ctl.Close()
+	if err := r.resolveReadFrom(); err != nil {
+		return nil, err
+	}
 	if err := r.createPrefix(); err != nil {
 		return nil, err
 	}
@@ -85,6 +89,9 @@ type runner struct {
 	ctl  *client.Client
 	mctx context.Context // the measured phase: ends at MaxTime or ^C
 	base context.Context // set-up and clean-up: not cancelled with mctx
+	// readOver are the client addresses ReadFollowers and ReadLearners
+	// spread the connections' stale reads over (resolveReadFrom).
+	readOver []string
 }
 
 // opCtx bounds one set-up or clean-up step by OpTimeout.
@@ -237,15 +244,60 @@ func (r *runner) dialPool(n, parallel int) (*pool, error) {
 // with its reads routed by ReadFrom.
 func (r *runner) connConfig(i int) client.Config {
 	cfg := r.cfg.Client
-	switch eps := cfg.Endpoints; r.cfg.ReadFrom {
+	spread := func(eps []string) []string { return append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...) }
+	switch r.cfg.ReadFrom {
 	case ReadSpread:
-		cfg.ReadEndpoints = append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
+		cfg.ReadEndpoints = spread(cfg.Endpoints)
+	case ReadFollowers, ReadLearners:
+		cfg.ReadEndpoints = spread(r.readOver)
 	case ReadNearest:
 		cfg.ReadEndpoints = nil
 	case ReadLeader:
 		cfg.LeaderReads = true
 	}
 	return cfg
+}
+
+// resolveReadFrom finds, for ReadFollowers and ReadLearners, the client
+// addresses of the members that are not the leader (followers: learners
+// too) or are learners, in the order of their ids, from the member list.
+func (r *runner) resolveReadFrom() error {
+	if r.cfg.ReadFrom != ReadFollowers && r.cfg.ReadFrom != ReadLearners {
+		return nil
+	}
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	members, err := r.ctl.Members(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(members, func(a, b client.MemberInfo) int { return strings.Compare(a.ID, b.ID) })
+	for _, m := range members {
+		if m.Leader || (r.cfg.ReadFrom == ReadLearners && m.Voter) {
+			continue
+		}
+		if m.ClientAddr == "" {
+			r.logf("member %s lists no client address: no reads go to it", m.ID)
+			continue
+		}
+		addr, err := memberClientAddr(m, r.cfg.Client.Endpoints)
+		if err != nil {
+			return err
+		}
+		r.readOver = append(r.readOver, addr)
+	}
+	if len(r.readOver) == 0 {
+		return fmt.Errorf("%w: ReadFrom %s: the member list names no %s with a client address (members: %v)", ErrBadConfig, r.cfg.ReadFrom, r.cfg.ReadFrom, members)
+	}
+	if !r.cfg.AllowRemote {
+		for _, a := range r.readOver {
+			if err := checkLoopback(a); err != nil {
+				return err
+			}
+		}
+	}
+	r.logf("stale reads spread over %v", r.readOver)
+	return nil
 }
 
 func (p *pool) get(i int) *client.Client { return p.clients[i%len(p.clients)] }
