@@ -33,6 +33,11 @@ import (
 //     of its write only when every cache that held the node dropped it, or
 //     when that cache's lease ran out. A write nobody caches makes no flush
 //     and waits for nothing (one atomic load).
+//   - The invalidations of a flush go out a window at a time: at most
+//     cacheWindow streams member-wide between writing one and reading its
+//     ack (cache_window.go), so that a write cached by thousands of
+//     connections does not queue the member's other work (the writer's
+//     own liveness echoes, raft) behind the whole fan-out.
 //   - While a node has a flush in flight, a read of it on the leader
 //     (linearizable or a cache fill) waits for the flush before answering,
 //     so that nobody sees the new value while a cache still serves the old
@@ -91,6 +96,7 @@ type cacheTable struct {
 	nodes   int                     // registrations, all streams
 	bytes   int                     // their estimated size
 	wake    chan struct{}           // the lease loop looks again
+	window  chan struct{}           // a place per stream with invalidations unacknowledged (cache_window.go)
 	loop    sync.Once
 	goFunc  func(func())
 	stop    <-chan struct{}
@@ -104,6 +110,8 @@ type cacheTable struct {
 	lapsed        atomic.Uint64 // streams dropped because their lease ran out
 	fills         atomic.Uint64 // registrations made
 	refused       atomic.Uint64 // fills over MaxCachedPerConn
+	windowed      atomic.Uint64 // invalidation batches sent through the window
+	slow          atomic.Uint64 // of which kept their place for cacheSlotHold without an ack
 	latency       prometheus.Observer
 }
 
@@ -117,6 +125,7 @@ type cacheHolder struct {
 	leaseEnd time.Time          // the leader's end of the stream's lease
 	waits    []cacheWait        // flushes waiting for an ack
 	notify   chan struct{}      // wakes the stream's writer; buffered 1
+	acks     chan struct{}      // an ack arrived; buffered 1 (cache_window.go)
 	dropped  chan struct{}      // closed when the table drops the stream
 	closed   bool               // the stream ended; registrations last until the lease ends
 	gone     bool               // forgotten
@@ -176,6 +185,7 @@ func newCacheTable(s *Server) *cacheTable {
 		marks:    map[string]*cacheMark{},
 		writes:   map[uint64][]*cacheMark{},
 		wake:     make(chan struct{}, 1),
+		window:   make(chan struct{}, cacheWindow),
 		goFunc:   s.goFunc,
 		stop:     s.stop,
 		latency:  cacheInvalidationSeconds.WithLabelValues(s.cfg.ID),
@@ -229,19 +239,47 @@ func (f *front) serveCache(ctx context.Context, c *clientConn, str *quic.Stream,
 		batch := h.queue
 		h.queue = nil
 		t.mu.Unlock()
+		// Invalidations go out a window of streams at a time
+		// (cache_window.go); lease grants alone need no place.
+		seq := lastInvalidation(batch)
+		deadline := watchWriteTimeout
+		if seq > 0 {
+			if !t.enter(ctx, h) {
+				break
+			}
+			// A client that cannot take an invalidation within its
+			// lease loses its cache with the stream; meanwhile the
+			// stream holds a place in the window.
+			deadline = t.lease
+		}
 		for i := range batch {
-			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+			str.SetWriteDeadline(time.Now().Add(deadline))
 			if err := session.WriteResponse(str, &batch[i]); err != nil {
+				if seq > 0 {
+					t.exit()
+				}
 				return nil // the client drops its cache with the stream
 			}
 		}
+		if seq > 0 {
+			// What is written next (a grant, the stream's error) has
+			// the usual time.
+			str.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+			t.leave(ctx, h, seq)
+		}
 		select {
 		case <-h.notify:
+			continue
 		case <-h.dropped:
-			return fmt.Errorf("%w: the cache lease ran out with invalidations unacknowledged", session.ErrTimeout)
 		case <-ctx.Done():
-			return nil
 		}
+		break
+	}
+	select {
+	case <-h.dropped:
+		return fmt.Errorf("%w: the cache lease ran out with invalidations unacknowledged", session.ErrTimeout)
+	default:
+		return nil
 	}
 }
 
@@ -284,7 +322,7 @@ func (t *cacheTable) open(c *clientConn) (*cacheHolder, error) {
 	if _, ok := t.holders[c]; ok {
 		return nil, fmt.Errorf("%w: this connection's cache stream is already open", session.ErrBusy)
 	}
-	h := &cacheHolder{c: c, paths: map[string]struct{}{}, notify: make(chan struct{}, 1), dropped: make(chan struct{})}
+	h := &cacheHolder{c: c, paths: map[string]struct{}{}, notify: make(chan struct{}, 1), acks: make(chan struct{}, 1), dropped: make(chan struct{})}
 	t.holders[c] = h
 	t.nholders.Add(1)
 	t.loop.Do(func() { t.goFunc(t.run) })
@@ -396,8 +434,8 @@ func (t *cacheTable) registered(c *clientConn, p string) bool {
 
 // cacheStats is what the metrics report of the table.
 type cacheStats struct {
-	holders, nodes, bytes, flushes        int
-	invalidations, lapsed, fills, refused uint64
+	holders, nodes, bytes, flushes                        int
+	invalidations, lapsed, fills, refused, windowed, slow uint64
 }
 
 func (t *cacheTable) stats() cacheStats {
@@ -406,5 +444,6 @@ func (t *cacheTable) stats() cacheStats {
 	return cacheStats{
 		holders: len(t.holders), nodes: t.nodes, bytes: t.bytes, flushes: int(t.nflushes.Load()),
 		invalidations: t.invalidations.Load(), lapsed: t.lapsed.Load(), fills: t.fills.Load(), refused: t.refused.Load(),
+		windowed: t.windowed.Load(), slow: t.slow.Load(),
 	}
 }

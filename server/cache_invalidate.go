@@ -163,6 +163,10 @@ func (t *cacheTable) ack(h *cacheHolder, seq uint64) {
 		}
 	}
 	h.waits = keep
+	select {
+	case h.acks <- struct{}{}:
+	default:
+	}
 }
 
 // waitWrite returns when the invalidations the write applied at index

@@ -58,9 +58,11 @@ var (
 	descCacheLapsed       = prometheus.NewDesc("latch_cache_lapsed_total", "Client cache streams dropped because their lease ran out with invalidations unacknowledged.", []string{"member"}, nil)
 	descCacheRegistered   = prometheus.NewDesc("latch_cache_registrations_total", "Nodes registered in client caches.", []string{"member"}, nil)
 	descCacheRefusedNodes = prometheus.NewDesc("latch_cache_refused_total", "Cache fills answered without caching because the connection's cap was reached.", []string{"member"}, nil)
+	descCacheWindowed     = prometheus.NewDesc("latch_cache_windowed_total", "Invalidation batches sent to a client cache through the fan-out window (cache_window.go).", []string{"member"}, nil)
+	descCacheSlowAcks     = prometheus.NewDesc("latch_cache_slow_acks_total", "Invalidation batches whose client did not acknowledge within the window's hold (5ms): the stream gave its place up to the next.", []string{"member"}, nil)
 
 	readDescs = []*prometheus.Desc{descReads, descCacheStreams, descCacheNodes, descCacheBytes, descCacheFlushes,
-		descCacheInvalidated, descCacheLapsed, descCacheRegistered, descCacheRefusedNodes}
+		descCacheInvalidated, descCacheLapsed, descCacheRegistered, descCacheRefusedNodes, descCacheWindowed, descCacheSlowAcks}
 )
 
 // collectReads reports the reads served and the client-cache table.
@@ -84,4 +86,6 @@ func (f *front) collectReads(ch chan<- prometheus.Metric, id string) {
 	counter(descCacheLapsed, st.lapsed)
 	counter(descCacheRegistered, st.fills)
 	counter(descCacheRefusedNodes, st.refused)
+	counter(descCacheWindowed, st.windowed)
+	counter(descCacheSlowAcks, st.slow)
 }
