@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,15 +129,66 @@ func waitCall(ctx context.Context, conn *Conn, req *Request) <-chan error {
 	return done
 }
 
+// udpRelay forwards datagrams between one client and a member, and drops
+// every one of them while cut is set: to the client the member looks
+// stopped (SIGSTOP, a crash, a partition), QUIC acknowledgements included.
+type udpRelay struct {
+	pc     net.PacketConn
+	member net.Addr
+	client atomic.Pointer[net.Addr]
+	cut    atomic.Bool
+}
+
+func startRelay(t *testing.T, member string) *udpRelay {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := net.ResolveUDPAddr("udp", member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &udpRelay{pc: pc, member: to}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if r.cut.Load() {
+				continue
+			}
+			if from.String() == to.String() {
+				if c := r.client.Load(); c != nil {
+					_, _ = pc.WriteTo(buf[:n], *c)
+				}
+				continue
+			}
+			r.client.Store(&from)
+			_, _ = pc.WriteTo(buf[:n], to)
+		}
+	}()
+	t.Cleanup(func() {
+		pc.Close()
+		<-done
+	})
+	return r
+}
+
 func TestWatchdogClosesSilentMember(t *testing.T) {
 	s, cli := startPingServer(t)
 	const failure = 100 * time.Millisecond
-	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: failure})
+	relay := startRelay(t, s.ln.Addr().String())
+	conn := dialTest(t, relay.pc.LocalAddr().String(), cli, Config{FailureTimeout: failure})
 	call := waitCall(testCtx(t), conn, &Request{Type: MsgSync})
 	// A member that answers pings but not (yet) the call is alive: the
 	// connection outlives several FailureTimeouts.
 	waitPings(t, conn, 12) // 3 FailureTimeouts
-	s.mute.Store(true)
+	relay.cut.Store(true)
 	muted := time.Now()
 	select {
 	case err := <-call:
@@ -151,10 +203,43 @@ func TestWatchdogClosesSilentMember(t *testing.T) {
 	if cause := context.Cause(conn.Context()); !strings.Contains(cause.Error(), "member silent") {
 		t.Fatalf("connection closed by %v, want the watchdog", cause)
 	}
-	// FailureTimeout plus scheduling on a loaded machine; QUIC's own idle
-	// timeout (30s here) would take far longer.
-	if took > 10*failure {
+	// FailureTimeout plus scheduling on a loaded machine, not the slow
+	// member's slowFactor × FailureTimeout, nor QUIC's own idle timeout
+	// (30s here).
+	if took >= slowFactor*failure {
 		t.Errorf("silent member noticed after %v, FailureTimeout %v", took, failure)
+	}
+}
+
+// A member whose QUIC stack still acknowledges the pings but whose echoes
+// do not come (it is starved for CPU, or stuck) is slow, not dead: it gets
+// slowFactor × FailureTimeout before the connection is given up.
+func TestWatchdogWaitsLongerForASlowMember(t *testing.T) {
+	s, cli := startPingServer(t)
+	const failure = 250 * time.Millisecond
+	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: failure})
+	call := waitCall(testCtx(t), conn, &Request{Type: MsgSync})
+	waitPings(t, conn, 4)
+	s.mute.Store(true)
+	muted := time.Now()
+	select {
+	case err := <-call:
+		if err == nil {
+			t.Fatal("call to a muted member succeeded")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("call to a muted member still waits after 15s")
+	}
+	took := time.Since(muted)
+	<-conn.Context().Done()
+	if cause := context.Cause(conn.Context()); !strings.Contains(cause.Error(), "member silent") {
+		t.Fatalf("connection closed by %v, want the watchdog", cause)
+	}
+	// A lower bound only: load can only make it later. Given up within
+	// FailureTimeout (the dead member's bound), the client would leave a
+	// live member and reconnect into the storm that slowed it.
+	if took < (slowFactor/2)*failure {
+		t.Errorf("a member that still acknowledges was given up after %v, want about %v", took, slowFactor*failure)
 	}
 }
 
