@@ -101,6 +101,9 @@ func (c *Client) connect() *link {
 		} else {
 			refusedSince = time.Time{}
 		}
+		if !sv.answered {
+			c.log.Debug("latch: no member answered the probes", "tried", sv.tried)
+		}
 		if sv.answered {
 			// The cluster answered: whatever this round's attempt meets (a
 			// refusal for load, heard or dropped, an election, a slow
@@ -119,6 +122,7 @@ func (c *Client) connect() *link {
 					return nil
 				}
 				if busy > 0 {
+					c.log.Debug("latch: the leader is busy", "addr", sv.cands[0], "ask_again", busy)
 					c.setLastErr(fmt.Errorf("latch: %s is busy taking clients in: told to ask again in %v", sv.cands[0], busy))
 					c.setHint(sv.cands[0])
 					c.holdSessions()
