@@ -101,6 +101,9 @@ func (c *Client) connect() *link {
 		} else {
 			refusedSince = time.Time{}
 		}
+		if !sv.answered {
+			c.log.Debug("latch: no member answered the probes", "tried", sv.tried)
+		}
 		if sv.answered {
 			// The cluster answered: whatever this round's attempt meets (a
 			// refusal for load, heard or dropped, an election, a slow
@@ -119,10 +122,15 @@ func (c *Client) connect() *link {
 					return nil
 				}
 				if busy > 0 {
+					wait := busy + rand.N(busy/2+1)
+					c.log.Debug("latch: the leader is busy", "addr", sv.cands[0], "ask_again", busy, "waiting", wait)
 					c.setLastErr(fmt.Errorf("latch: %s is busy taking clients in: told to ask again in %v", sv.cands[0], busy))
 					c.setHint(sv.cands[0])
-					c.holdSessions()
-					if !c.pause(busy + rand.N(busy/2+1)) {
+					// The leader's queue is long: it holds the sessions
+					// while it takes clients in, and so does the client,
+					// through the whole wait it was told to make.
+					c.holdSessionsFor(wait)
+					if !c.pause(wait) {
 						return nil
 					}
 					round = 0
@@ -226,7 +234,7 @@ func (c *Client) queue(addr string) (*session.Dialer, bool, time.Duration) {
 		d.Close()
 		return nil, false, max(a.Wait, probeWait)
 	case a.Admit == session.AdmitWait:
-		c.holdSessions()
+		c.holdSessionsFor(a.Wait)
 		if !c.pause(a.Wait) {
 			d.Close()
 			return nil, false, 0
@@ -244,9 +252,18 @@ func (c *Client) queue(addr string) (*session.Dialer, bool, time.Duration) {
 // (DialTimeout and a back-off each) after each answer, up to
 // Config.ReconnectGrace past the plain grace. The cluster still decides:
 // a resume it answers "expired" ends the session at once.
-func (c *Client) holdSessions() {
+func (c *Client) holdSessions() { c.holdSessionsFor(0) }
+
+// holdSessionsFor is holdSessions for a client that was told to wait
+// before its next attempt (a slot W ahead, or "busy, ask again in W"):
+// the two rounds start after the wait. A leader working through a long
+// queue says "ask again" in more than the two rounds (18s for 900
+// reconnects at 50 handshakes a second), and clients that held their
+// sessions for two rounds from the answer gave them up while they
+// waited as told, the cluster holding them all along.
+func (c *Client) holdSessionsFor(wait time.Duration) {
 	now := time.Now()
-	window := 2 * (c.cfg.DialTimeout + c.cfg.MaxBackoff + probeWait)
+	window := wait + 2*(c.cfg.DialTimeout+c.cfg.MaxBackoff+probeWait)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.sessions {

@@ -123,9 +123,11 @@
 // unless the client is reconnecting and members answer its probes (the
 // leader may be refusing it for load, an election or a new leader's load
 // may run): the cluster holds such sessions through its reconnect grace,
-// and so does the client, two connection rounds past the last answer and
-// at most Config.ReconnectGrace past the plain grace (server/doc.go,
-// "Reconnect storms").
+// and so does the client, two connection rounds past the last answer
+// (past the wait a busy leader told it to make, when it did) and at most
+// Config.ReconnectGrace past the plain grace (server/doc.go, "Reconnect
+// storms"). A new session's lease counts from when the open that was
+// answered left, however long the call waited for a connection before.
 //
 // Session.Close ends the session on the server (ephemerals vanish now:
 // beyond the cluster setting max_lock_batch, default 1000, the rest in the

@@ -54,7 +54,7 @@ func (c *Client) connectLoop() {
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Info("latch: connection lost; reconnecting", "addr", l.addr, "member", l.server)
+		c.log.Info("latch: connection lost; reconnecting", "addr", l.addr, "member", l.server, "why", context.Cause(l.conn.Context()))
 	}
 }
 

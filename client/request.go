@@ -38,40 +38,49 @@ func (c *Client) do(ctx context.Context, s *Session, req *session.Request) (*ses
 
 // send is do, also returning the link that answered.
 func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*session.Response, *link, error) {
+	resp, l, _, err := c.sendAt(ctx, s, req)
+	return resp, l, err
+}
+
+// sendAt is send, also returning when the attempt that was answered left:
+// the server acted on req at or after then, however long the request
+// waited for a link or was retried before.
+func (c *Client) sendAt(ctx context.Context, s *Session, req *session.Request) (*session.Response, *link, time.Time, error) {
 	hops, idle := redirects{}, 0
 	for {
 		l, err := c.ready4(ctx, s, req)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, time.Time{}, err
 		}
 		if l.conn.Context().Err() != nil {
 			// Known dead before sending: nothing can have been applied.
 			c.drop(l, "", context.Cause(l.conn.Context()))
 			continue
 		}
+		sent := time.Now()
 		resp, err := session.RoundTrip(ctx, l.conn, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				if !retryable(req.Type) {
 					// The request may have reached the leader before the
 					// stream was reset: it may yet be applied.
-					return nil, nil, fmt.Errorf("%w: %s %s: %w", ErrUnknownOutcome, req.Type, req.Path, ctx.Err())
+					return nil, nil, time.Time{}, fmt.Errorf("%w: %s %s: %w", ErrUnknownOutcome, req.Type, req.Path, ctx.Err())
 				}
-				return nil, nil, ctx.Err()
+				return nil, nil, time.Time{}, ctx.Err()
 			}
 			if errors.Is(err, ErrFrameTooLarge) {
-				return nil, nil, err // refused before sending
+				return nil, nil, time.Time{}, err // refused before sending
 			}
 			if !isStreamErr(err) {
 				c.drop(l, "", err) // else only the stream failed
 			}
 			if !retryable(req.Type) {
-				return nil, nil, fmt.Errorf("%w: connection lost during %s %s: %v", ErrUnknownOutcome, req.Type, req.Path, err)
+				return nil, nil, time.Time{}, fmt.Errorf("%w: connection lost during %s %s: %v", ErrUnknownOutcome, req.Type, req.Path, err)
 			}
 			if isStreamErr(err) {
 				idle++
 				if !c.sleep(ctx, idle) {
-					return nil, nil, c.gaveUp(ctx, err)
+					return nil, nil, time.Time{}, c.gaveUp(ctx, err)
 				}
 			}
 			continue
@@ -79,10 +88,10 @@ func (c *Client) send(ctx context.Context, s *Session, req *session.Request) (*s
 		c.saw(resp.Rev)
 		err = resp.Err()
 		if err == nil {
-			return resp, l, nil
+			return resp, l, sent, nil
 		}
 		if retry, err := c.onError(ctx, l, s, req, err, hops, &idle); !retry {
-			return resp, l, err
+			return resp, l, sent, err
 		}
 	}
 }

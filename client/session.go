@@ -67,8 +67,11 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration) (*Session, e
 		err  error
 	)
 	for try := 1; ; try++ {
-		sent = time.Now()
-		resp, l, err = c.send(ctx, nil, &session.Request{Type: session.MsgOpenSession, TTLMillis: ttl.Milliseconds()})
+		// The lease starts when the answered attempt left, not when the
+		// call began: an open that waited out a reconnection and a busy
+		// leader's queue for longer than TTL plus the grace was declared
+		// expired the moment the server answered it.
+		resp, l, sent, err = c.sendAt(ctx, nil, &session.Request{Type: session.MsgOpenSession, TTLMillis: ttl.Milliseconds()})
 		if !errors.Is(err, ErrUnknownOutcome) || !c.sleep(ctx, try) {
 			break
 		}

@@ -405,6 +405,13 @@ func waitTicketKeysShared(t *testing.T, c *proc.Cluster) {
 // them at the end of the test.
 func dialEach(t *testing.T, c *proc.Cluster, n, parallel int, ttl time.Duration) []*Client {
 	t.Helper()
+	return dialEachConfig(t, c, n, parallel, Config{SessionTTL: ttl})
+}
+
+// dialEachConfig is dialEach with cfg for every client (its Endpoints and
+// TLS are the cluster's).
+func dialEachConfig(t *testing.T, c *proc.Cluster, n, parallel int, cfg Config) []*Client {
+	t.Helper()
 	tlsConf, err := session.ClientTLS(c.Certs.CA, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +438,9 @@ func dialEach(t *testing.T, c *proc.Cluster, n, parallel int, ttl time.Duration)
 			defer cancel()
 			conf := tlsConf.Clone()
 			conf.ClientSessionCache = session.NewTicketCache()
-			cl, err := Dial(ctx, Config{Endpoints: c.ClientAddrs(), TLS: conf, SessionTTL: ttl})
+			cc := cfg
+			cc.Endpoints, cc.TLS = c.ClientAddrs(), conf
+			cl, err := Dial(ctx, cc)
 			if err != nil {
 				dialErr.CompareAndSwap(nil, fmt.Errorf("client %d: %w", i, err))
 				return

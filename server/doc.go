@@ -278,8 +278,12 @@
 //     ack (the plain grace), but while it is reconnecting and a member
 //     answers its probes (the leader may be refusing it, an election or
 //     a load may run) it holds the session at least two connection
-//     rounds past the last answer, up to client.Config.ReconnectGrace
-//     (45s) past the plain grace. Before
+//     rounds past the last answer, or past the end of the wait the
+//     leader told it to make ("busy, ask again in W", a slot W ahead),
+//     up to client.Config.ReconnectGrace (45s) past the plain grace.
+//     (Held only from the answer, clients told to wait 9-18s by a
+//     leader working through 1,000 reconnects gave their sessions up
+//     in the middle of the wait.) Before
 //     that half existed, clients gave their sessions up 17-20s after a
 //     leader kill (10s TTL) while the new leader still held them: all
 //     1,447 sessions lost of 2,000 in one storm were given up by their

@@ -72,6 +72,7 @@ type Tracker struct {
 	leaseEnd time.Time
 	grace    time.Duration
 	held     time.Time // no expiry for want of an ack before this (Hold)
+	heard    time.Time // the last Hold: when the cluster last answered
 	lastSent time.Time
 	err      error
 }
@@ -140,6 +141,9 @@ func (t *Tracker) Hold(now time.Time, window, limit time.Duration) {
 	}
 	if until.After(t.held) {
 		t.held = until
+	}
+	if now.After(t.heard) {
+		t.heard = now
 	}
 }
 
@@ -226,7 +230,11 @@ func (t *Tracker) pollLocked() {
 		t.setLocked(StateJeopardy)
 	}
 	if t.state == StateJeopardy && !now.Before(t.expiryLocked()) {
-		t.expireLocked(fmt.Errorf("no ack from a leader within the grace period of %v after the lease ended", t.expiryLocked().Sub(t.leaseEnd).Round(time.Millisecond)))
+		heard := "the cluster did not answer since the lease ended"
+		if !t.heard.IsZero() {
+			heard = fmt.Sprintf("the cluster last answered %v before", now.Sub(t.heard).Round(time.Millisecond))
+		}
+		t.expireLocked(fmt.Errorf("no ack from a leader within the grace period of %v after the lease ended (%s)", t.expiryLocked().Sub(t.leaseEnd).Round(time.Millisecond), heard))
 	}
 }
 

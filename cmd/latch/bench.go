@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -154,6 +155,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.StringVar(&fc.LatchdBin, "latchd-bin", "", "failover: latchd binary (default: go build ./cmd/latchd)")
 			fs.StringVar(&fc.Dir, "dir", "", "failover: directory for the members' data and logs, kept afterwards (default: a temporary one, removed)")
 			verbose := fs.Bool("v", false, "log progress to stderr")
+			clientLog := fs.String("client-log", "", "write every client's debug log (reconnections, refusals, expiries; sessions and storm: each line names its connection) to `FILE`")
 			cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the client side) to `FILE`")
 			return func(ctx context.Context, e *env, args []string) error {
 				if args[0] == bench.ScenarioFailover {
@@ -204,6 +206,14 @@ the leader's admin /metrics before and after the window).`,
 				cfg.OpTimeout = e.g.timeout
 				if *verbose {
 					cfg.Log = e.stderr
+				}
+				if *clientLog != "" {
+					f, err := os.Create(*clientLog)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					cfg.Client.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 				}
 				if *cpuProfile != "" {
 					f, err := os.Create(*cpuProfile)

@@ -234,6 +234,9 @@ func (h *held) open() (int, time.Duration, []time.Duration, error) {
 				cc.TLS = cfg.Client.TLS.Clone()
 				cc.TLS.ClientSessionCache = session.NewTicketCache()
 			}
+			if cc.Logger != nil {
+				cc.Logger = cc.Logger.With("conn", i)
+			}
 			c, err := client.Dial(octx, cc)
 			if err != nil {
 				return err
