@@ -216,7 +216,7 @@ func (f *front) features() session.Feature {
 		// without the mux stands for one built before both.
 		ft |= session.FeatureMux | session.FeatureLockCall
 	}
-	return ft | session.FeatureCache
+	return ft | session.FeatureCache | session.FeatureLockNext
 }
 
 // requestError gives a request that could not be read its wire error.
