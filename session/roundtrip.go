@@ -207,6 +207,7 @@ func (s *StreamReader) Next() (*Response, error) {
 		// only send the server a STOP_SENDING and a RESET_STREAM.
 		s.err = io.EOF
 		s.stop()
+		s.done()
 	case s.ctx.Err() != nil:
 		s.finish(s.ctx.Err(), StreamCanceled)
 	case isLocalCancel(err):
