@@ -160,6 +160,11 @@ func (a *acquisition) wait(ctx context.Context, l *link, req *session.Request) (
 	// The stream outlives ctx: after the grant it watches the lock. Until
 	// then ctx ending resets it, which withdraws the request.
 	sctx, scancel := context.WithCancel(c.ctx)
+	// A member that says which waiter is next in line lets the ones
+	// further back wait like subscriptions, without pings: with hundreds
+	// of waiters their pings cost the leader more than the handoffs. The
+	// stream counts as waiting until its first frame says where it is.
+	lineKnown := l.features&session.FeatureLockNext != 0
 	sr, err := session.OpenStreaming(sctx, l.conn, req)
 	if err != nil {
 		scancel()
@@ -176,6 +181,9 @@ func (a *acquisition) wait(ctx context.Context, l *link, req *session.Request) (
 		switch resp.Lock {
 		case session.LockQueued:
 			a.node, a.queued = resp.Node, true
+			if lineKnown {
+				sr.Waiting(resp.Next)
+			}
 		case session.LockGranted:
 			a.node = resp.Node
 			// The server ended the stream at the grant: reading its end

@@ -259,4 +259,8 @@
 //     reconnection. A watch that a blocking call waits on (Barrier.Wait, a
 //     semaphore's queue) counts as waiting. 5,000 clients with a fast-
 //     pinged watch each would cost the leader about 130,000 packets/s.
+//     A lock wait counts as waiting only while its request is next in
+//     line (the member says so, session.FeatureLockNext): the waiters
+//     behind it wait like subscriptions until their turn comes near, so
+//     hundreds of queued clients do not ping the leader every 75 ms.
 package client

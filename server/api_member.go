@@ -65,11 +65,11 @@ func (m apiMember) Acquire(ctx context.Context, r httpapi.LockRequest) (httpapi.
 // held lock is followed by no connection: none lives to be told.
 type pollCaller struct{ ctx context.Context }
 
-func (k pollCaller) Queued(string, uint64) error   { return nil }
-func (k pollCaller) Follow(string)                 {}
-func (k pollCaller) Granted(locksvc.Outcome) error { return nil }
-func (k pollCaller) Done() <-chan struct{}         { return k.ctx.Done() }
-func (k pollCaller) GaveUp() bool                  { return true }
+func (k pollCaller) Queued(string, uint64, bool) error { return nil }
+func (k pollCaller) Follow(string)                     {}
+func (k pollCaller) Granted(locksvc.Outcome) error     { return nil }
+func (k pollCaller) Done() <-chan struct{}             { return k.ctx.Done() }
+func (k pollCaller) GaveUp() bool                      { return true }
 
 func (m apiMember) Renew(id uint64) (time.Duration, bool) { return m.f.keep.Renew(id) }
 func (m apiMember) ExpiresIn(id uint64) time.Duration     { return m.f.keep.ExpiresIn(id) }

@@ -48,6 +48,8 @@ func (m lockMember) Authorize(identity, path string, want namespace.Perm) error 
 	return m.f.s.store.Authorize(identity, path, want)
 }
 
+func (m lockMember) NextInLine(path string) (string, bool) { return m.f.s.store.NextInLine(path) }
+
 func (m lockMember) NextTimer() (int64, bool) { return m.f.s.store.NextTimer() }
 
 func (m lockMember) Propose(ctx context.Context, cmd *namespace.Command) (*namespace.Result, error) {

@@ -34,8 +34,11 @@ type streamCaller struct {
 	l   *locksvc.Service
 }
 
-func (k *streamCaller) Queued(node string, rev uint64) error {
-	return session.WriteResponse(k.str, &session.Response{Lock: session.LockQueued, Node: node, Rev: rev})
+// Queued writes a LockQueued frame: the first one, and another when the
+// request becomes next in line (Next; the client then watches the leader
+// closely).
+func (k *streamCaller) Queued(node string, rev uint64, next bool) error {
+	return session.WriteResponse(k.str, &session.Response{Lock: session.LockQueued, Node: node, Rev: rev, Next: next})
 }
 
 func (k *streamCaller) Follow(node string) { k.l.Follow(k.c, node) }

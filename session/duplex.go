@@ -35,7 +35,7 @@ func OpenDuplex(ctx context.Context, conn *Conn, req *Request) (*Duplex, error) 
 		abort(str, StreamCanceled)
 		return nil, ctxErr(ctx, err)
 	}
-	return &Duplex{StreamReader: &StreamReader{ctx: ctx, str: str, stop: stop, done: func() {}, dog: conn.dog, max: conn.maxFrame}}, nil
+	return &Duplex{StreamReader: &StreamReader{ctx: ctx, str: str, stop: stop, dog: conn.dog, max: conn.maxFrame}}, nil
 }
 
 // Send writes req on the stream.

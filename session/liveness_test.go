@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -101,6 +102,11 @@ func (s *pingServer) serveStream(str *quic.Stream, conn *Conn) {
 		}
 	case MsgLockNotices:
 		if err := WriteResponse(str, &Response{}); err != nil {
+			return
+		}
+	case MsgLock:
+		if req.Node != "" { // a grant, and the stream's end
+			Reply(str, &Response{Lock: LockGranted, Node: req.Node, Token: 1})
 			return
 		}
 	}
@@ -409,5 +415,58 @@ func TestWatchdogPatienceWithASlowMember(t *testing.T) {
 	dog.start = dog.start.Add(-patienceWindow)
 	if l := dog.limit(); l >= 3*time.Second {
 		t.Fatalf("limit %v past patienceWindow, want FailureTimeout (or the path's probe timeouts) again", l)
+	}
+}
+
+// A stream the server ended stops counting as a waiting call: a lock
+// stream ends at its grant, and a count left behind made the connection
+// ping every quarter of FailureTimeout for the rest of its life (every
+// client that ever waited for a lock, at 13 pings a second each).
+func TestStreamEndedStopsWaiting(t *testing.T) {
+	s, cli := startPingServer(t)
+	conn := dialTest(t, s.ln.Addr().String(), cli, Config{FailureTimeout: 60 * time.Millisecond})
+	ctx := testCtx(t)
+	sr, err := OpenStreaming(ctx, conn, &Request{Type: MsgLock, Path: "/l", Node: "/l/lock-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := conn.dog.waiting.Load(); n != 1 {
+		t.Fatalf("%d calls waiting while the lock stream is open, want 1", n)
+	}
+	if resp, err := sr.Next(); err != nil || resp.Lock != LockGranted {
+		t.Fatalf("grant: %+v %v", resp, err)
+	}
+	if _, err := sr.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the grant: %v, want the stream's end", err)
+	}
+	if n := conn.dog.waiting.Load(); n != 0 {
+		t.Fatalf("%d calls waiting after the server ended the stream, want 0", n)
+	}
+
+	// A subscription that waits from some frame on (a lock waiter next
+	// in line) stops waiting when it ends too, and Close after the end
+	// counts nothing twice.
+	sub, err := OpenSubscription(ctx, conn, &Request{Type: MsgLock, Path: "/l", Node: "/l/lock-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := conn.dog.waiting.Load(); n != 0 {
+		t.Fatalf("%d calls waiting with a subscription open, want 0", n)
+	}
+	sub.Waiting(true)
+	sub.Waiting(true)
+	if n := conn.dog.waiting.Load(); n != 1 {
+		t.Fatalf("%d calls waiting after Waiting(true) twice, want 1", n)
+	}
+	if _, err := sub.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the grant: %v, want the stream's end", err)
+	}
+	sub.Close()
+	sub.Waiting(true)
+	if n := conn.dog.waiting.Load(); n != 0 {
+		t.Fatalf("%d calls waiting after the subscription ended, want 0", n)
 	}
 }

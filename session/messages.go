@@ -143,6 +143,12 @@ const (
 	// FeatureCache: the server serves MsgCache (the client cache) and
 	// Request.Cache.
 	FeatureCache
+	// FeatureLockNext: a MsgLock stream's LockQueued frame says whether
+	// the request is next in line (Response.Next), and a waiter that
+	// moves up to next gets another one with Next set. The client
+	// watches the member closely (FailureTimeout) only for a waiter next
+	// in line; one further back waits like a subscription.
+	FeatureLockNext
 )
 
 // KeepAliveResult is one session's outcome in a batched KeepAlive.
@@ -297,8 +303,11 @@ type Response struct {
 
 	Events []WatchEvent `codec:"ev,omitempty"` // Watch frames
 
-	Lock  LockPhase  `codec:"lk,omitempty"` // Lock frames
-	Node  string     `codec:"n,omitempty"`
+	Lock LockPhase `codec:"lk,omitempty"` // Lock frames
+	Node string    `codec:"n,omitempty"`
+	// Next: a LockQueued frame's request is next in line (see
+	// FeatureLockNext).
+	Next  bool       `codec:"nx,omitempty"`
 	Token uint64     `codec:"tk,omitempty"`
 	Valid bool       `codec:"ok,omitempty"` // CheckSequencer
 	Locks []LockInfo `codec:"lq,omitempty"` // LockQueue

@@ -164,6 +164,9 @@ func appendResponseFast(b []byte, r *Response) ([]byte, bool) {
 	if r.Node != "" {
 		b, n = msgp.AppendStr(msgp.AppendKey(b, "n"), r.Node), n+1
 	}
+	if r.Next {
+		b, n = msgp.AppendBool(msgp.AppendKey(b, "nx"), true), n+1
+	}
 	if r.Valid {
 		b, n = msgp.AppendBool(msgp.AppendKey(b, "ok"), true), n+1
 	}
@@ -328,6 +331,8 @@ func decodeResponseFast(body []byte, p *Response) bool {
 			p.More = r.Bool()
 		case "n":
 			p.Node = r.Str()
+		case "nx":
+			p.Next = r.Bool()
 		case "ok":
 			p.Valid = r.Bool()
 		case "p":

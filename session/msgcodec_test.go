@@ -159,7 +159,7 @@ func randomResponse(rng *rand.Rand) *Response {
 		ProtocolVersion: uint32(randUint(rng)), ServerID: randStr(rng), Features: Feature(randUint(rng)),
 		Session: randUint(rng), Secret: randBytes(rng), TTLMillis: randInt(rng),
 		Path: randStr(rng), Data: randBytes(rng), Exists: rng.IntN(2) == 0, More: rng.IntN(2) == 0,
-		Rev: randUint(rng), Lock: LockPhase(randUint(rng)), Node: randStr(rng), Token: randUint(rng), Valid: rng.IntN(2) == 0,
+		Rev: randUint(rng), Lock: LockPhase(randUint(rng)), Node: randStr(rng), Next: rng.IntN(2) == 0, Token: randUint(rng), Valid: rng.IntN(2) == 0,
 		Cached: rng.IntN(2) == 0,
 	}
 	if rng.IntN(2) == 0 {

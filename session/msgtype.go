@@ -80,7 +80,9 @@ const (
 	// Frames: Lock=LockQueued with Node and Rev, then Lock=LockGranted with
 	// Token, Node and Rev (Rev: the request's revision, its queue order);
 	// or a frame with Code != 0 (ErrTimeout, ErrWouldDeadlock, ErrLocked,
-	// ...). Resetting the stream while the connection lives withdraws the
+	// ...). With FeatureLockNext, LockQueued has Next set when the request
+	// is next in line, and a waiter that moves up to next gets a second
+	// LockQueued frame with Next. Resetting the stream while the connection lives withdraws the
 	// request (or releases the lock once granted); a connection lost
 	// leaves it, for the client to re-attach.
 	//

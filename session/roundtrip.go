@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/quic-go/quic-go"
 )
@@ -112,10 +113,13 @@ type StreamReader struct {
 	ctx  context.Context
 	str  *quic.Stream
 	stop func() bool
-	done func() // the stream stopped waiting on the member (watchdog)
 	dog  *watchdog
-	max  int
-	err  error // sticky: once set, Next returns it
+
+	wmu     sync.Mutex
+	waiting func() // ends the stream's count as a waiting call; nil while it does not count
+	ended   bool
+	max     int
+	err     error // sticky: once set, Next returns it
 }
 
 // OpenStreaming sends req on a new stream of conn and returns a reader of
@@ -124,7 +128,7 @@ type StreamReader struct {
 // (Config.FailureTimeout): use it for a stream somebody blocks on (a lock
 // wait, a barrier's watch).
 func OpenStreaming(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
-	return openStream(ctx, conn, req, conn.dog.begin())
+	return openStream(ctx, conn, req, true)
 }
 
 // OpenSubscription is OpenStreaming for a stream that may stay open for
@@ -135,16 +139,49 @@ func OpenStreaming(ctx context.Context, conn *Conn, req *Request) (*StreamReader
 // quarter of FailureTimeout. Thousands of watching clients would
 // otherwise keep the member busy with pings.
 func OpenSubscription(ctx context.Context, conn *Conn, req *Request) (*StreamReader, error) {
-	return openStream(ctx, conn, req, func() {})
+	return openStream(ctx, conn, req, false)
 }
 
-func openStream(ctx context.Context, conn *Conn, req *Request, done func()) (*StreamReader, error) {
+func openStream(ctx context.Context, conn *Conn, req *Request, waiting bool) (*StreamReader, error) {
+	s := &StreamReader{ctx: ctx, dog: conn.dog, max: conn.maxFrame}
+	if waiting {
+		s.Waiting(true) // from before the send: opening the stream may wait too
+	}
 	str, stop, err := send(ctx, conn, req)
 	if err != nil {
-		done()
+		s.done()
 		return nil, err
 	}
-	return &StreamReader{ctx: ctx, str: str, stop: stop, done: done, dog: conn.dog, max: conn.maxFrame}, nil
+	s.str, s.stop = str, stop
+	return s, nil
+}
+
+// Waiting sets whether the stream counts as a call waiting on the member
+// (Config.FailureTimeout) from now on, until it ends: a lock waiter far
+// back in its queue expects nothing from the member soon and waits like a
+// subscription, and counts as waiting once it is next in line
+// (FeatureLockNext). Safe from any goroutine.
+func (s *StreamReader) Waiting(on bool) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	switch {
+	case on && s.waiting == nil && !s.ended:
+		s.waiting = s.dog.begin()
+	case !on && s.waiting != nil:
+		s.waiting()
+		s.waiting = nil
+	}
+}
+
+// done ends the stream's count as a waiting call for good.
+func (s *StreamReader) done() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.ended = true
+	if s.waiting != nil {
+		s.waiting()
+		s.waiting = nil
+	}
 }
 
 // Next returns the next frame. A frame carrying an error code ends the
@@ -170,6 +207,7 @@ func (s *StreamReader) Next() (*Response, error) {
 		// only send the server a STOP_SENDING and a RESET_STREAM.
 		s.err = io.EOF
 		s.stop()
+		s.done()
 	case s.ctx.Err() != nil:
 		s.finish(s.ctx.Err(), StreamCanceled)
 	case isLocalCancel(err):

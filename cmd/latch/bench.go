@@ -125,6 +125,7 @@ the leader's admin /metrics before and after the window).`,
 			fs.IntVar(&c.Conns, "conns", 0, "client connections to spread the work over (default 1; contended 4)")
 			fs.IntVar(&c.Locks, "locks", bench.DefaultLocks, "locks the contended clients spread over")
 			fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "how long contended runs")
+			fs.Float64Var(&c.Reference, "reference", 0, "contended: cycles/s of a reference run (the peak); reports the goodput in percent of it")
 			fs.IntVar(&c.Sessions, "sessions", bench.DefaultSessions, "sessions the sessions scenario opens")
 			fs.IntVar(&c.Cachers, "cachers", 0, "cached-set: connections caching the node written")
 			fs.StringVar(&c.ReadFrom, "read-from", "", "where each connection's stale reads go: spread (connection i to endpoint i mod n), nearest (the fastest non-leader), leader, followers or learners (spread over every member but the leader, or over the learners) (default: the first endpoint that answers)")

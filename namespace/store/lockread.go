@@ -88,6 +88,23 @@ func (s *Store) CheckSequencer(path string, mode namespace.LockMode, token uint6
 	return held, err
 }
 
+// NextInLine names the request on path that is next in line: the first
+// one not runnable yet (the path's frontier, see lockIndex), which the
+// next release or withdrawal ahead of it may grant. ok is false when
+// every request on path runs (or none waits). The lock service tells that
+// request's waiter, so that only waiters about to be granted watch the
+// leader closely. The path is not validated: callers pass the parent of
+// a request node they got from the index.
+func (s *Store) NextInLine(path string) (node string, ok bool) {
+	s.readLocks(func(ix *lockIndex) error {
+		if lp := ix.paths[path]; lp != nil && lp.frontier != nil {
+			node, ok = lp.frontier.node, true
+		}
+		return nil
+	})
+	return node, ok
+}
+
 // NextTimer is when the leader should propose the next tick (an OpNoop
 // stamped with its clock): the earliest hold deadline or lock-delay end, or
 // the last applied command's time when grants are left over from a full

@@ -54,9 +54,10 @@ type Outcome struct {
 
 // Caller is a front's side of one acquisition.
 type Caller interface {
-	// Queued tells the caller its request waits, before the wait; an
-	// error is a caller that went away.
-	Queued(node string, rev uint64) error
+	// Queued tells the caller its request waits, before the wait, and
+	// again when it becomes next in line (next: see doc.go); an error is
+	// a caller that went away.
+	Queued(node string, rev uint64, next bool) error
 	// Follow is called just before the grant is delivered: a front whose
 	// connection is told of lost locks starts following node.
 	Follow(node string)
@@ -129,10 +130,11 @@ func (l *Service) Acquire(req *Acquire, to Caller) (Outcome, error) {
 	case !granted && req.NoWait:
 		return o, nil
 	case !granted:
-		if err := to.Queued(o.Node, o.Rev); err != nil {
+		next := w.isNext()
+		if err := to.Queued(o.Node, o.Rev, next); err != nil {
 			return l.ended(o, req, to), nil
 		}
-		if token, err = l.wait(w, req, to); err != nil {
+		if token, err = l.wait(w, req, to, o.Rev, next); err != nil {
 			return o, err
 		}
 		if token == 0 {
@@ -187,6 +189,8 @@ func (l *Service) request(req *Acquire) (*waiter, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: %s went away before it was granted: %v", session.ErrNotHeld, res.Path, err)
 	case info.Granted:
 		w.setGranted(info.Token)
+	default:
+		l.checkNext(w, info.Path)
 	}
 	return w, res.Stat.CreateRev, nil // the request's revision: a retry's is the first request's
 }
@@ -205,12 +209,23 @@ func (l *Service) reattach(req *Acquire) (*waiter, uint64, error) {
 		err = fmt.Errorf("%w: %s is a request on %s, not %s", namespace.ErrBadCommand, req.Node, info.Path, req.Path)
 	case info.Granted:
 		w.setGranted(info.Token)
+	default:
+		l.checkNext(w, info.Path)
 	}
 	if err != nil {
 		l.unregister(w)
 		return nil, 0, err
 	}
 	return w, info.Rev, nil
+}
+
+// checkNext marks w next when its request, on path, is next in line
+// already. It runs after w is registered: a later move of the queue
+// reaches w through Applied.
+func (l *Service) checkNext(w *waiter, path string) {
+	if node, ok := l.p.Store.NextInLine(path); ok && node == w.node {
+		w.setNext()
+	}
 }
 
 // outcome reads w's state once its request is proposed or re-attached:
@@ -229,10 +244,11 @@ func (l *Service) outcome(w *waiter, req *Acquire) (granted bool, token uint64, 
 	return granted, token, nil
 }
 
-// wait blocks until w's request is granted and returns its token. A
-// token of 0 with no error means the caller went away (the caller of
-// wait runs ended).
-func (l *Service) wait(w *waiter, req *Acquire, to Caller) (uint64, error) {
+// wait blocks until w's request is granted and returns its token. It
+// tells the caller when the request becomes next in line, unless told
+// already. A token of 0 with no error means the caller went away (the
+// caller of wait runs ended).
+func (l *Service) wait(w *waiter, req *Acquire, to Caller, rev uint64, told bool) (uint64, error) {
 	var timeout <-chan time.Time
 	if req.Wait > 0 {
 		t := time.NewTimer(req.Wait)
@@ -246,6 +262,11 @@ func (l *Service) wait(w *waiter, req *Acquire, to Caller) (uint64, error) {
 			return 0, fmt.Errorf("%w: %s %s", session.ErrNotHeld, w.node, gone)
 		case granted:
 			return token, nil
+		case !told && w.isNext():
+			told = true
+			if err := to.Queued(w.node, rev, true); err != nil {
+				return 0, nil
+			}
 		}
 		select {
 		case <-w.notify:

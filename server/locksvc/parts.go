@@ -28,6 +28,9 @@ type Store interface {
 	CheckSequencer(path string, mode namespace.LockMode, token uint64, session uint64) (bool, error)
 	// Authorize fails unless identity may do want on path.
 	Authorize(identity, path string, want namespace.Perm) error
+	// NextInLine names the request on path next in line to be granted
+	// (the first one that cannot run yet), if any.
+	NextInLine(path string) (node string, ok bool)
 	// NextTimer is when the next lock timer (lock-delay end, hold TTL)
 	// is due, in the cluster clock's nanoseconds.
 	NextTimer() (unixNanos int64, ok bool)

@@ -95,11 +95,11 @@ type callCaller struct {
 	l   *Service
 }
 
-func (k callCaller) Queued(string, uint64) error { return nil } // NoWait: never called
-func (k callCaller) Follow(node string)          { k.l.Follow(k.c, node) }
-func (k callCaller) Granted(Outcome) error       { return nil } // the answer carries it
-func (k callCaller) Done() <-chan struct{}       { return k.ctx.Done() }
-func (k callCaller) GaveUp() bool                { return true }
+func (k callCaller) Queued(string, uint64, bool) error { return nil } // NoWait: never called
+func (k callCaller) Follow(node string)                { k.l.Follow(k.c, node) }
+func (k callCaller) Granted(Outcome) error             { return nil } // the answer carries it
+func (k callCaller) Done() <-chan struct{}             { return k.ctx.Done() }
+func (k callCaller) GaveUp() bool                      { return true }
 
 // Call handles MsgLockCall: the request is proposed as by MsgLock and
 // answered at once, granted or queued; a queued request is waited for

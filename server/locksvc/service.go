@@ -1,6 +1,7 @@
 package locksvc
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/latch-io/latch/namespace"
@@ -25,6 +26,8 @@ type Service struct {
 	conns   map[Conn]*connLocks
 
 	wake chan struct{} // capacity 1: an applied batch may have moved NextTimer
+
+	moved []string // Applied's: lock paths whose queue moved in a batch (FSM goroutine only)
 }
 
 // New returns the lock service of a member. The member feeds it every
@@ -46,6 +49,7 @@ type waiter struct {
 	granted bool
 	token   uint64
 	gone    string // why the request went away; "" while it lives
+	next    bool   // the request is next in line (see setNext)
 }
 
 func (w *waiter) signal() {
@@ -76,6 +80,25 @@ func (w *waiter) setGone(why string) {
 	w.signal()
 }
 
+// setNext records that the request became next in line: only a release
+// or withdrawal ahead of it stands between it and its grant, so its
+// client should watch the leader closely from now on (doc.go).
+func (w *waiter) setNext() {
+	w.mu.Lock()
+	was := w.next
+	w.next = true
+	w.mu.Unlock()
+	if !was {
+		w.signal()
+	}
+}
+
+func (w *waiter) isNext() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next
+}
+
 func (w *waiter) state() (granted bool, token uint64, gone string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -93,6 +116,7 @@ func (l *Service) Applied(results []*namespace.Result) {
 	watching := len(l.waiters) > 0
 	following := len(l.held) > 0
 	var deleted []string // followed nodes deleted by the result at hand
+	moved := l.moved[:0]
 	for _, r := range results {
 		deleted = deleted[:0]
 		if len(r.Grants) > 0 {
@@ -102,6 +126,7 @@ func (l *Service) Applied(results []*namespace.Result) {
 					for w := range l.waiters[g.Node] {
 						w.setGranted(g.Token)
 					}
+					moved = appendPath(moved, namespace.Parent(g.Node))
 				}
 			}
 		}
@@ -126,6 +151,8 @@ func (l *Service) Applied(results []*namespace.Result) {
 				for w := range l.waiters[ev.Path] {
 					w.setGone(why)
 				}
+				// A request that ended may have been ahead of a waiter.
+				moved = appendPath(moved, namespace.Parent(ev.Path))
 			}
 			switch {
 			case !following:
@@ -146,11 +173,44 @@ func (l *Service) Applied(results []*namespace.Result) {
 		}
 	}
 	l.mu.Unlock()
+	l.moved = moved
+	l.tellNext(moved)
 	if wake {
 		select {
 		case l.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// appendPath adds p to paths unless it is the last one added: a batch's
+// results mostly move one queue after another.
+func appendPath(paths []string, p string) []string {
+	if n := len(paths); n > 0 && paths[n-1] == p {
+		return paths
+	}
+	return append(paths, p)
+}
+
+// tellNext tells the waiters (of this member) of the requests next in
+// line on the paths whose queues moved. It costs a lookup per path, not
+// per waiter: the waiters further back hear nothing until their turn
+// comes near.
+func (l *Service) tellNext(paths []string) {
+	if len(paths) > 1 {
+		slices.Sort(paths)
+		paths = slices.Compact(paths)
+	}
+	for _, p := range paths {
+		node, ok := l.p.Store.NextInLine(p)
+		if !ok {
+			continue
+		}
+		l.mu.Lock()
+		for w := range l.waiters[node] {
+			w.setNext()
+		}
+		l.mu.Unlock()
 	}
 }
 

@@ -7,14 +7,28 @@ import (
 	"github.com/latch-io/latch/namespace"
 )
 
-// A grant wakes the waiter of the request granted and no other; a removal
-// tells the waiter why.
+// lineStore is a lock index that knows only who is next in line.
+type lineStore struct {
+	Store
+	next map[string]string // by path
+}
+
+func (s lineStore) NextInLine(path string) (string, bool) {
+	node, ok := s.next[path]
+	return node, ok
+}
+
+// A grant wakes the waiter of the request granted and, of the others,
+// only the one next in line after it, telling it so; a removal tells the
+// waiter why.
 func TestLockObserverWakesOnlyGrantedWaiter(t *testing.T) {
-	l := New(Config{}, Parts{})
+	line := lineStore{next: map[string]string{}}
+	l := New(Config{}, Parts{Store: line})
 	var ws []*waiter
 	for i := range 50 {
 		ws = append(ws, l.register(fmt.Sprintf("/l/lock-x-%010d", i)))
 	}
+	line.next["/l"] = ws[8].node
 	l.Applied([]*namespace.Result{{
 		Index:  60,
 		Grants: []namespace.Grant{{Node: ws[7].node, Path: "/l", Session: 1, Token: 60}},
@@ -35,9 +49,13 @@ func TestLockObserverWakesOnlyGrantedWaiter(t *testing.T) {
 			if !woken || granted || gone != GoneDeleted {
 				t.Fatalf("removed waiter: woken %v granted %v gone %q", woken, granted, gone)
 			}
+		case 8:
+			if !woken || granted || gone != "" || !w.isNext() {
+				t.Fatalf("waiter next in line: woken %v granted %v gone %q next %v", woken, granted, gone, w.isNext())
+			}
 		default:
-			if woken || granted || gone != "" {
-				t.Fatalf("waiter %d woken by another's grant", i)
+			if woken || granted || gone != "" || w.isNext() {
+				t.Fatalf("waiter %d woken by another's grant (next %v)", i, w.isNext())
 			}
 		}
 	}

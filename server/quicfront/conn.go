@@ -270,19 +270,19 @@ func (c *Conn) helloResponse() *session.Response {
 	return &session.Response{
 		ProtocolVersion: session.ProtocolVersion,
 		ServerID:        c.f.cfg.ID,
-		Features:        c.f.features(),
+		Features:        c.f.Features(),
 	}
 }
 
-// features are the optional protocol features the member serves.
-func (f *Front) features() session.Feature {
+// Features are the optional protocol features the member serves.
+func (f *Front) Features() session.Feature {
 	ft := session.FeatureKeepAliveBatch
 	if !f.cfg.Transport.DisableMux {
 		// The lock call is worth it only on the mux stream; a member
 		// without the mux stands for one built before both.
 		ft |= session.FeatureMux | session.FeatureLockCall
 	}
-	return ft | session.FeatureCache
+	return ft | session.FeatureCache | session.FeatureLockNext
 }
 
 // requestError gives a request that could not be read its wire error.

@@ -32,6 +32,26 @@ type CellsReport struct {
 // milliseconds per op, or nil when not asked for (or the leader cannot be
 // scraped: then the figure is missing, the run goes on).
 func (r *runner) leaderCPU() func(ops int) *float64 {
+	return r.leaderPerOp("leader CPU", func(ctx context.Context, sc *scraper) (float64, error) {
+		smp, err := sc.sample(ctx)
+		return smp.cpuSeconds * 1000, err
+	})
+}
+
+// leaderPings is leaderCPU for the liveness pings the leader echoed
+// (per operation).
+func (r *runner) leaderPings() func(ops int) *float64 {
+	return r.leaderPerOp("leader pings", func(ctx context.Context, sc *scraper) (float64, error) {
+		n, err := sc.counter(ctx, "latch_liveness_pings_total")
+		return float64(n), err
+	})
+}
+
+// leaderPerOp reads a figure of the leader (what, by read) now and
+// returns the func that reads it again and gives the growth per
+// operation; nil unless LeaderCPU. The func gives nil when the leader
+// changed or could not be read.
+func (r *runner) leaderPerOp(what string, read func(context.Context, *scraper) (float64, error)) func(ops int) *float64 {
 	if !r.cfg.LeaderCPU {
 		return nil
 	}
@@ -39,31 +59,31 @@ func (r *runner) leaderCPU() func(ops int) *float64 {
 	defer cancel()
 	members, err := r.ctl.Members(ctx)
 	if err != nil {
-		r.logf("leader CPU not measured: %v", err)
+		r.logf("%s not measured: %v", what, err)
 		return nil
 	}
 	id, addr, err := leaderAdmin(members)
 	if err != nil {
-		r.logf("leader CPU not measured: %v", err)
+		r.logf("%s not measured: %v", what, err)
 		return nil
 	}
 	sc := newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS)
 	st0, err0 := sc.status(ctx)
-	before, err1 := sc.sample(ctx)
+	before, err1 := read(ctx, sc)
 	if err0 != nil || err1 != nil || st0.ID != id {
-		r.logf("leader CPU not measured: %v %v", err0, err1)
+		r.logf("%s not measured: %v %v", what, err0, err1)
 		return nil
 	}
 	return func(ops int) *float64 {
 		ctx, cancel := r.opCtx()
 		defer cancel()
-		after, err := sc.sample(ctx)
+		after, err := read(ctx, sc)
 		st1, serr := sc.status(ctx)
 		if err != nil || serr != nil || ops == 0 || st1.Term != st0.Term || st1.State != "Leader" {
-			r.logf("leader CPU not measured: leader changed or unreachable (%v %v)", err, serr)
+			r.logf("%s not measured: leader changed or unreachable (%v %v)", what, err, serr)
 			return nil
 		}
-		v := (after.cpuSeconds - before.cpuSeconds) * 1000 / float64(ops)
+		v := (after - before) / float64(ops)
 		return &v
 	}
 }

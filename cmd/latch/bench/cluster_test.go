@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -196,10 +197,19 @@ func TestScenariosOnRealCluster(t *testing.T) {
 		run(t, Config{Scenario: ScenarioLock, Ops: 20, FreshPath: true})
 	})
 	t.Run("contended", func(t *testing.T) {
-		rep := run(t, Config{Scenario: ScenarioContended, Concurrency: 8, Locks: 2, Conns: 2, Duration: time.Second})
+		rep := run(t, Config{Scenario: ScenarioContended, Concurrency: 8, Locks: 2, Conns: 2, Duration: time.Second, LeaderCPU: true, Reference: 1000})
 		c := rep.Contention
 		if c == nil || c.Clients != 8 || c.Locks != 2 || c.MinGrants <= 0 || c.MaxGrants < c.MinGrants || c.Fairness == nil || *c.Fairness < 1 {
 			t.Fatalf("contention %+v", c)
+		}
+		// Elections are counted by term (a leader change in the middle
+		// is a figure, not a failure); the goodput is against the
+		// reference given.
+		if c.Elections == nil || *c.Elections < 0 {
+			t.Errorf("elections %v, want a count", c.Elections)
+		}
+		if c.GoodputPercent == nil || math.Abs(*c.GoodputPercent-rep.OpsPerSec/10) > 1e-9*rep.OpsPerSec {
+			t.Errorf("goodput %v%%, want %v%% of a reference of 1000/s", c.GoodputPercent, rep.OpsPerSec/10)
 		}
 		if opsOf(rep, "acquire").Count != rep.Ops || rep.Ops < 8 {
 			t.Errorf("%d cycles, %d acquires", rep.Ops, opsOf(rep, "acquire").Count)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -123,6 +124,10 @@ type Config struct {
 	RandomLock bool
 	// Duration is how long contended runs. Default DefaultDuration.
 	Duration time.Duration
+	// Reference is the cycles/s of a reference contended run (the peak,
+	// at the client count that saturates the leader): the report then
+	// gives this run's goodput in percent of it. 0: none.
+	Reference float64
 	// Sessions is how many sessions the sessions scenario opens. Default
 	// DefaultSessions.
 	Sessions int
@@ -282,6 +287,12 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			return bad(f.name, "%v is negative", f.v)
 		}
+	}
+	if c.Reference < 0 || math.IsNaN(c.Reference) || math.IsInf(c.Reference, 0) {
+		return bad("Reference", "%v: want a cycles/s figure, or 0 for none", c.Reference)
+	}
+	if c.Reference > 0 && c.Scenario != ScenarioContended {
+		return bad("Reference", "only the contended scenario compares its goodput with a reference")
 	}
 	if c.ReadFrom != "" && !slices.Contains(readFroms, c.ReadFrom) {
 		return bad("ReadFrom", "%q: want one of %s, or nothing", c.ReadFrom, strings.Join(readFroms, ", "))

@@ -31,7 +31,13 @@
 //     for Duration; client i always takes lock i mod Locks and releases it
 //     at once. Throughput is completed acquire+release cycles per second,
 //     acquire latency includes the wait in the queue, fairness is the
-//     most grants one client got over the fewest.
+//     most grants one client got over the fewest. It also reports the
+//     elections during the window (the rise of the highest raft term the
+//     members' admin /v1/status report; want 0), with LeaderCPU the
+//     liveness pings the leader echoed per cycle, and with Reference
+//     (the cycles/s of a reference run, the peak) the goodput in percent
+//     of it: the figures issue 21's overload check (4× the saturating
+//     client count) asks for.
 //   - sessions: Sessions sessions (TTL Client.SessionTTL) opened
 //     Concurrency at a time over Conns connections; open rate. Then, after
 //     a settle of TTL/3, the leader's CPU over Window in % of one core

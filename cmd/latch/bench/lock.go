@@ -107,6 +107,11 @@ func (r *runner) contended(rep *Report) error {
 	r.logf("%d sessions on %d connections contend for %d locks for %v", n, r.cfg.Conns, locks, r.cfg.Duration)
 
 	cpu := r.leaderCPU() // before the window, when asked for (cells)
+	pings := r.leaderPings()
+	tm := r.memberTerms()
+	tctx, tcancel := r.opCtx()
+	term0, termOK := tm.highest(tctx)
+	tcancel()
 	wctx, cancel := context.WithTimeout(r.mctx, r.cfg.Duration)
 	defer cancel()
 	acq := make([][]time.Duration, n)
@@ -151,7 +156,13 @@ func (r *runner) contended(rep *Report) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	tctx, tcancel = r.opCtx()
+	term1, termOK1 := tm.highest(tctx)
+	tcancel()
 	if err := firstError(errs); err != nil {
+		if termOK && termOK1 && term1 > term0 {
+			return fmt.Errorf("%w (%d elections during the window: term %d to %d)", err, term1-term0, term0, term1)
+		}
 		return err
 	}
 	var total int
@@ -165,6 +176,17 @@ func (r *runner) contended(rep *Report) error {
 	}
 	if cpu != nil {
 		c.LeaderCPUMillisPerOp = cpu(total)
+	}
+	if pings != nil {
+		c.LeaderPingsPerOp = pings(total)
+	}
+	if termOK && termOK1 {
+		n := int(term1 - term0)
+		c.Elections = &n
+	}
+	if r.cfg.Reference > 0 {
+		g := 100 * rep.OpsPerSec / r.cfg.Reference
+		c.GoodputPercent = &g
 	}
 	rep.Contention = c
 	pick := fmt.Sprintf("client i takes lock i mod %d", locks)

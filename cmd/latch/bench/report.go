@@ -75,6 +75,18 @@ type Contention struct {
 	// window per cycle, in milliseconds (Config.LeaderCPU; nil when not
 	// measured or the leader changed or could not be scraped).
 	LeaderCPUMillisPerOp *float64 `json:"leader_cpu_ms_per_op,omitempty"`
+	// LeaderPingsPerOp is the liveness pings the leader echoed over the
+	// window per cycle (Config.LeaderCPU; nil like LeaderCPUMillisPerOp):
+	// what waiting clients cost it besides the handoffs.
+	LeaderPingsPerOp *float64 `json:"leader_pings_per_op,omitempty"`
+	// Elections is how much the highest raft term of the members rose
+	// over the window: 0 when the leader kept its place (want 0); nil
+	// when no member's admin /v1/status could be read (it wants an admin
+	// certificate).
+	Elections *int `json:"elections,omitempty"`
+	// GoodputPercent is the throughput in percent of Config.Reference
+	// (the peak of a reference run), when given.
+	GoodputPercent *float64 `json:"goodput_percent,omitempty"`
 }
 
 // SessionLoad is what the sessions scenario adds.
@@ -186,6 +198,15 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("grants/client", "min %d, max %d, fairness (max/min) %s", c.MinGrants, c.MaxGrants, fair)
 		if c.LeaderCPUMillisPerOp != nil {
 			row("leader CPU", "%.3f ms per cycle", *c.LeaderCPUMillisPerOp)
+		}
+		if c.LeaderPingsPerOp != nil {
+			row("leader pings", "%.2f liveness pings echoed per cycle", *c.LeaderPingsPerOp)
+		}
+		if c.Elections != nil {
+			row("elections", "%d during the window (raft term rise; want 0)", *c.Elections)
+		}
+		if c.GoodputPercent != nil {
+			row("goodput", "%.0f%% of the reference", *c.GoodputPercent)
 		}
 	}
 	if s := r.Sessions; s != nil {
