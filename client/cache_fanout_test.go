@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,14 @@ func TestCachedWriteFanOut(t *testing.T) {
 		want := fmt.Sprintf("v%d", i)
 		start := time.Now()
 		_, err := writer.Set(ctx, "/fan", []byte(want))
+		for retry := 0; err != nil && errors.Is(err, ErrUnknownOutcome) && strings.Contains(err.Error(), "leadership moved") && retry < 3; retry++ {
+			// An election in this one process (3 members and 100 clients on
+			// the test machine's cores) is not what this test is about; the
+			// write is the same value, so writing it again is safe. A
+			// connection the writer gave up ("member silent") still fails.
+			t.Logf("write %d: %v; writing it again", i, err)
+			_, err = writer.Set(ctx, "/fan", []byte(want))
+		}
 		took = append(took, time.Since(start))
 		if err != nil {
 			t.Fatalf("write %d on a node cached by %d connections: %v", i, len(cachers), err)
