@@ -212,7 +212,7 @@ type Config struct {
 	// path is served.
 	Cell string
 	// MaxSessionsPerIdentity bounds the open sessions of one TLS identity.
-	// Default 10000.
+	// Default 16384.
 	MaxSessionsPerIdentity int
 	// MaxAnonymousSessions bounds the sessions of clients without a
 	// certificate (which all share the identity "") per client host, so
@@ -242,8 +242,9 @@ type Config struct {
 	// connection has in flight; more are refused with ErrBusy. Default 4096.
 	MaxRequestsPerConn int
 	// MaxConns bounds the client connections this member holds at once
-	// (each costs ~60 KiB idle); more are closed at once with
-	// session.ConnBusy and a reason naming the cap. Default 10000.
+	// (each costs ~120 KiB of the leader's memory while idle); more are
+	// closed at once with session.ConnBusy and a reason naming the cap.
+	// Default 16384: room for 10,000 clients and the tools beside them.
 	MaxConns int
 	// MaxStreams bounds the request streams in flight across all
 	// connections (each may hold a frame being read); more are refused

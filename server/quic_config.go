@@ -10,14 +10,14 @@ import (
 
 // Client-front defaults (see the Config fields of the same names).
 const (
-	DefaultMaxSessionsPerIdentity = 10000
+	DefaultMaxSessionsPerIdentity = 16384
 	DefaultExpiryBatch            = 256
 	DefaultExpiryTick             = 500 * time.Millisecond
 	DefaultWatchHistory           = 100000
 	DefaultWatchBuffer            = 1024
 	DefaultMaxWatchesPerConn      = 1024
 	DefaultMaxRequestsPerConn     = 4096
-	DefaultMaxConns               = 10000
+	DefaultMaxConns               = 16384
 	DefaultMaxStreams             = 16384
 	DefaultMaxWatchBacklogBytes   = 64 << 20
 	DefaultMaxWatchBytesPerConn   = 16 << 20
