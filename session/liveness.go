@@ -157,13 +157,18 @@ func (w *watchdog) watch(ctx context.Context) bool {
 	// heard nothing for long, rightly.
 	heard := w.since()
 	pinged, unanswered := time.Duration(-1), time.Duration(-1) // send times: the last ping, the oldest one after heard
-	packets, packetSeen := w.conn.ConnectionStats().PacketsReceived, heard
+	// packetSeen is when the member's QUIC stack last sent something, at
+	// the earliest it can have been: a rise in the count is dated to the
+	// previous look at it, so a dead member is given up no later than
+	// one whose echoes stopped.
+	packets, packetSeen, looked := w.conn.ConnectionStats().PacketsReceived, heard, heard
 	for w.waiting.Load() > 0 {
 		st := w.conn.ConnectionStats()
 		now := w.since()
 		if st.PacketsReceived != packets {
-			packets, packetSeen = st.PacketsReceived, now
+			packets, packetSeen = st.PacketsReceived, looked
 		}
+		looked = now
 		failure := w.limitFor(st)
 		if now-packetSeen < failure {
 			// The member's QUIC stack still sends (it acknowledges the
@@ -278,6 +283,13 @@ func (c *Conn) EchoPings(echoed *atomic.Uint64) {
 		}
 	}
 }
+
+// Watched reports whether a watchdog watches c while calls wait on it (a
+// client connection with Config.FailureTimeout to a member that
+// negotiated datagrams): a call on it that waits long waits on a member
+// that is alive, for the watchdog closes the connection to one that went
+// silent.
+func (c *Conn) Watched() bool { return c.dog != nil }
 
 // Pings returns how many liveness pings this side sent on c (0 on a
 // server connection or without Config.FailureTimeout).
