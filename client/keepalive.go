@@ -238,21 +238,27 @@ func (c *Client) renewFailed(l *link, s *Session, err error) {
 		s.expire(err)
 	case leaderOf(err) != "":
 		c.drop(l, leaderOf(err), err)
-	case errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil && !l.conn.Watched():
-		// No answer within TTL/3: the member may be stopped or cut
-		// off while the connection looks alive. Waiting for the QUIC
-		// idle timeout could outlast the session's lease elsewhere.
+	case errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil:
+		if !l.conn.Watched() {
+			// No answer within TTL/3: the member may be stopped or cut
+			// off while the connection looks alive. Waiting for the QUIC
+			// idle timeout could outlast the session's lease elsewhere.
+			c.drop(l, "", err)
+			break
+		}
 		// A watched connection (Config.FailureTimeout) needs none of
-		// this: its watchdog watched the member the whole time the
+		// that: its watchdog watched the member the whole time the
 		// keepalive waited and would have closed the connection had the
 		// member stopped or been cut off; it did not, so the member is
 		// alive and slow, and a new connection would only add a
-		// handshake to its load. In a 5,000-client storm 4,636 keepalive
-		// timeouts, each a reconnection, were most of the load that
-		// starved the clients still opening. The keepalive is retried on
-		// the same connection, and the session's lease is the tracker's
-		// to judge as before.
-		c.drop(l, "", err)
+		// handshake to its load (in a 5,000-client storm, 4,636
+		// keepalive timeouts, each a reconnection, were most of the load
+		// that starved the clients still opening). The keepalive is
+		// retried on the same connection, and the sessions are held as
+		// for a client that is reconnecting while members answer
+		// (holdSessions, bounded by ReconnectGrace): the member that
+		// answers nothing in time is the one holding them.
+		c.holdSessions()
 	}
 	c.log.Debug("latch: keepalive failed", "session", s.id, "err", err)
 	s.renewed(time.Now().Add(min(max(s.ttl/10, minKeepaliveRetry), maxKeepaliveRetry)))
