@@ -233,3 +233,28 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// adminScraper is one member's admin endpoint.
+type adminScraper struct {
+	id string
+	sc *scraper
+}
+
+// adminScrapers reads the member list and returns a scraper for the admin
+// endpoint of every member whose address resolves (memberAdmin), each
+// request bounded by timeout; those without one are left out.
+func (r *runner) adminScrapers(timeout time.Duration) ([]adminScraper, error) {
+	ctx, cancel := r.opCtx()
+	members, err := r.ctl.Members(ctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var out []adminScraper
+	for _, m := range members {
+		if addr, err := memberAdmin(m); err == nil {
+			out = append(out, adminScraper{id: m.ID, sc: newScraper(addr, timeout, r.cfg.Client.TLS)})
+		}
+	}
+	return out, nil
+}

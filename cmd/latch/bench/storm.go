@@ -122,15 +122,9 @@ func (r *runner) watchTerms() *termWatch {
 	w := &termWatch{r: r, seen: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	// The admin endpoints (HTTPS), not the client port: under a storm the
 	// client port refuses new connections, which is what is measured.
-	ctx, cancel := r.opCtx()
-	members, err := r.ctl.Members(ctx)
-	cancel()
-	if err == nil {
-		for _, m := range members {
-			if _, addr, err := leaderAdmin([]client.MemberInfo{{ID: m.ID, Leader: true, HTTPAddr: m.HTTPAddr, ClientAddr: m.ClientAddr}}); err == nil {
-				w.scs = append(w.scs, newScraper(addr, termPoll*5, r.cfg.Client.TLS))
-			}
-		}
+	admins, _ := r.adminScrapers(termPoll * 5)
+	for _, a := range admins {
+		w.scs = append(w.scs, a.sc)
 	}
 	w.poll()
 	go func() {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/latch-io/latch/client"
 )
 
 // admissionCount is a member's admission counters at one moment.
@@ -23,23 +21,14 @@ type admissionCount struct {
 // admissionCounters reads the admission counters of every member but
 // skip.
 func (r *runner) admissionCounters(skip string) map[string]admissionCount {
-	ctx, cancel := r.opCtx()
-	members, err := r.ctl.Members(ctx)
-	cancel()
+	admins, _ := r.adminScrapers(r.cfg.OpTimeout)
 	out := map[string]admissionCount{}
-	if err != nil {
-		return out
-	}
-	for _, m := range members {
-		if m.ID == skip {
+	for _, a := range admins {
+		if a.id == skip {
 			continue
 		}
-		_, addr, err := leaderAdmin([]client.MemberInfo{{ID: m.ID, Leader: true, HTTPAddr: m.HTTPAddr, ClientAddr: m.ClientAddr}})
-		if err != nil {
-			continue
-		}
-		c := admissionCount{sc: newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS), id: m.ID}
-		out[m.ID] = c.read(r)
+		c := admissionCount{sc: a.sc, id: a.id}
+		out[a.id] = c.read(r)
 	}
 	return out
 }

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-
-	"github.com/latch-io/latch/client"
 )
 
 // terms reads the raft term of every member over its admin endpoint
@@ -18,20 +16,14 @@ type terms struct {
 // memberTerms returns the terms reader of the run's cluster, or nil when
 // the member list cannot be read.
 func (r *runner) memberTerms() *terms {
-	ctx, cancel := r.opCtx()
-	defer cancel()
-	members, err := r.ctl.Members(ctx)
+	admins, err := r.adminScrapers(r.cfg.OpTimeout)
 	if err != nil {
 		r.logf("terms not read: %v", err)
 		return nil
 	}
 	t := &terms{}
-	for _, m := range members {
-		// leaderAdmin resolves a member's admin address; each is asked as
-		// if it led.
-		if _, addr, err := leaderAdmin([]client.MemberInfo{{ID: m.ID, Leader: true, HTTPAddr: m.HTTPAddr, ClientAddr: m.ClientAddr}}); err == nil {
-			t.scs = append(t.scs, newScraper(addr, r.cfg.OpTimeout, r.cfg.Client.TLS))
-		}
+	for _, a := range admins {
+		t.scs = append(t.scs, a.sc)
 	}
 	return t
 }
