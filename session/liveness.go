@@ -210,13 +210,11 @@ func (w *watchdog) watch(ctx context.Context) bool {
 	return true
 }
 
-// limit is FailureTimeout, stretched to three probe timeouts (RFC 9002
+// limitFor is FailureTimeout, stretched to three probe timeouts (RFC 9002
 // 6.2.1, as quic-go computes them) when the path's round trips grew: QUIC's
 // own idle timeout stretches the same way, so a member slowed by load is
 // not given up sooner than QUIC would, while a dead one on a healthy path
-// still is within FailureTimeout.
-func (w *watchdog) limit() time.Duration { return w.limitFor(w.conn.ConnectionStats()) }
-
+// still is within FailureTimeout. st is the connection's stats of this look.
 func (w *watchdog) limitFor(st quic.ConnectionStats) time.Duration {
 	pto := st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + maxAckDelay
 	limit := max(w.failure, 3*pto)

@@ -409,11 +409,11 @@ func TestWatchdogPatienceWithASlowMember(t *testing.T) {
 		t.Fatalf("a 1m handshake gives patience %v, want the cap %v", p, maxPatience)
 	}
 	dog.patience = 3 * time.Second
-	if l := dog.limit(); l < 3*time.Second {
+	if l := dog.limitFor(conn.ConnectionStats()); l < 3*time.Second {
 		t.Fatalf("limit %v right after a slow admission, want at least the patience 3s", l)
 	}
 	dog.start = dog.start.Add(-patienceWindow)
-	if l := dog.limit(); l >= 3*time.Second {
+	if l := dog.limitFor(conn.ConnectionStats()); l >= 3*time.Second {
 		t.Fatalf("limit %v past patienceWindow, want FailureTimeout (or the path's probe timeouts) again", l)
 	}
 }
