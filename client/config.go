@@ -42,8 +42,10 @@ type Config struct {
 	// client gives the member up and looks for the leader again; the
 	// client pings after a quarter of it without an answer. Lower notices
 	// a dead leader sooner and costs more pings (about four per
-	// FailureTimeout per waiting connection, each answered). Default
-	// 300ms.
+	// FailureTimeout per waiting connection, each answered). A member
+	// whose QUIC stack still acknowledges the pings while their answers
+	// are late is busy, not dead, and gets ten times FailureTimeout.
+	// Default 300ms.
 	FailureTimeout time.Duration
 	// IdleFailureTimeout is how long a connection on which nothing waits
 	// (sessions and held locks only) may stay silent before the client
