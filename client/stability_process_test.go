@@ -365,25 +365,11 @@ func TestClientsHoldSessionsWhileNoLeaderTakesThemBack(t *testing.T) {
 	c.Nodes[follower].Resume(t)
 	resumed = true
 	c.WaitLeader(t)
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for i, cl := range cls {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
-			defer cancel()
-			// An ephemeral create needs the session alive on the new leader.
-			if _, err := cl.Create(ctx, fmt.Sprintf("/held-%d", i), nil, Ephemeral()); err != nil {
-				failed.Add(1)
-				t.Errorf("client %d after the election: %v", i, err)
-			}
-		})
-	}
-	wg.Wait()
-	for i, cl := range cls {
-		if err := cl.Session().Err(); err != nil {
-			t.Errorf("client %d lost its session: %v", i, err)
-		}
-	}
+	// An ephemeral create needs the session alive on the new leader.
+	callEachWith(t, cls, "create after the election", func(ctx context.Context, i int, cl *Client) error {
+		_, err := cl.Create(ctx, fmt.Sprintf("/held-%d", i), nil, Ephemeral())
+		return err
+	})
 }
 
 // waitTicketKeysShared waits until every member logged that it holds
@@ -459,23 +445,32 @@ func dialEachConfig(t *testing.T, c *proc.Cluster, n, parallel int, cfg Config) 
 // sessions were lost and how many calls failed (each failure reported).
 func callEach(t *testing.T, cls []*Client) (lost, failed int) {
 	t.Helper()
+	return callEachWith(t, cls, "first call after the failover", func(ctx context.Context, _ int, cl *Client) error {
+		_, _, err := cl.Exists(ctx, "/")
+		return err
+	})
+}
+
+// callEachWith is callEach with the call given; what names it in failures.
+func callEachWith(t *testing.T, cls []*Client, what string, call func(ctx context.Context, i int, cl *Client) error) (lost, failed int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var nfailed atomic.Int64
 	for i, cl := range cls {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), proc.WaitTimeout)
 			defer cancel()
-			if _, _, err := cl.Exists(ctx, "/"); err != nil {
+			if err := call(ctx, i, cl); err != nil {
 				nfailed.Add(1)
-				t.Errorf("client %d's first call after the failover: %v", i, err)
+				t.Errorf("client %d's %s: %v", i, what, err)
 			}
 		})
 	}
 	wg.Wait()
-	for _, cl := range cls {
+	for i, cl := range cls {
 		if err := cl.Session().Err(); err != nil {
 			lost++
-			t.Errorf("session lost: %v", err)
+			t.Errorf("client %d lost its session: %v", i, err)
 		}
 	}
 	return lost, int(nfailed.Load())
