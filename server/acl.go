@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -77,7 +78,7 @@ func (f *front) registerACL() {
 	f.handleUnary(session.MsgACLRemove, f.aclChange(namespace.OpACLRemove))
 }
 
-func (f *front) acl(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) acl(ctx context.Context, _ *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -86,8 +87,8 @@ func (f *front) acl(ctx context.Context, _ *clientConn, req *session.Request) (*
 	return &session.Response{Rev: rev, ACL: &session.ACLInfo{Enforced: a.Enforced, Default: a.Default, Rules: a.Rules}}, nil
 }
 
-func (f *front) aclChange(op namespace.Op) unaryHandler {
-	return func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) aclChange(op namespace.Op) quicfront.Unary {
+	return func(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 		res, err := f.propose(ctx, &namespace.Command{Op: op, ACL: req.ACL, Identity: c.Identity()})
 		if err != nil {
 			return nil, err

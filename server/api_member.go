@@ -13,6 +13,7 @@ import (
 	"github.com/latch-io/latch/server/consolestats"
 	"github.com/latch-io/latch/server/httpapi"
 	"github.com/latch-io/latch/server/locksvc"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -32,7 +33,7 @@ var (
 // identity, and the sessions whose tokens it presented attached.
 type apiConn struct {
 	f *front
-	c *clientConn
+	c *quicfront.Conn
 }
 
 func (m apiMember) Conn(identity string) httpapi.Conn {

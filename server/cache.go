@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
 
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/server/raftnode"
 	"github.com/latch-io/latch/session"
 )
@@ -87,7 +88,7 @@ type cacheTable struct {
 	nflushes atomic.Int64 // flushes in flight: reads and writes wait for nothing without one
 
 	mu      sync.Mutex
-	holders map[*clientConn]*cacheHolder
+	holders map[*quicfront.Conn]*cacheHolder
 	closing map[*cacheHolder]struct{} // streams ended while flushes wait for them
 	byPath  map[string]map[*cacheHolder]struct{}
 	marks   map[string]*cacheMark   // paths with flushes in flight
@@ -117,7 +118,7 @@ type cacheTable struct {
 
 // cacheHolder is one connection's cache stream.
 type cacheHolder struct {
-	c        *clientConn
+	c        *quicfront.Conn
 	paths    map[string]struct{}
 	queue    []session.Response // frames to send, in order
 	seq      uint64             // the last invalidation queued
@@ -179,7 +180,7 @@ func newCacheTable(s *Server) *cacheTable {
 		gen:      s.fsm.Gen(),
 		restores: s.fsm.Restores,
 		restored: s.fsm.Restores(),
-		holders:  map[*clientConn]*cacheHolder{},
+		holders:  map[*quicfront.Conn]*cacheHolder{},
 		closing:  map[*cacheHolder]struct{}{},
 		byPath:   map[string]map[*cacheHolder]struct{}{},
 		marks:    map[string]*cacheMark{},
@@ -212,7 +213,7 @@ func (s *Server) SkipCacheInvalidationsForTest(n int) {
 // serveCache runs a connection's cache stream: the acknowledgement (with
 // the lease), then invalidations and lease grants in order, while a reader
 // takes the client's acks and renewals.
-func (f *front) serveCache(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
+func (f *front) serveCache(ctx context.Context, c *quicfront.Conn, str *quic.Stream, _ *session.Request) error {
 	if err := f.keep.Serving(); err != nil {
 		return err // only the ready leader knows what is written next
 	}
@@ -316,7 +317,7 @@ func (t *cacheTable) readAcks(ctx context.Context, cancel context.CancelFunc, wg
 }
 
 // open registers c's cache stream.
-func (t *cacheTable) open(c *clientConn) (*cacheHolder, error) {
+func (t *cacheTable) open(c *quicfront.Conn) (*cacheHolder, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.holders[c]; ok {
@@ -389,7 +390,7 @@ func (t *cacheTable) unregisterLocked(h *cacheHolder, p string) {
 // register records that c caches p, before p is read: a write applied
 // after it invalidates c's copy. It reports false when c has no cache
 // stream or its cap is reached.
-func (t *cacheTable) register(c *clientConn, p string) bool {
+func (t *cacheTable) register(c *quicfront.Conn, p string) bool {
 	if t.nholders.Load() == 0 || t.checkRestore() {
 		return false
 	}
@@ -421,7 +422,7 @@ func (t *cacheTable) register(c *clientConn, p string) bool {
 
 // registered reports whether c still caches p (no invalidation came
 // between register and the answer).
-func (t *cacheTable) registered(c *clientConn, p string) bool {
+func (t *cacheTable) registered(c *quicfront.Conn, p string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.holders[c]

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -59,7 +60,7 @@ func capError(sentinel error, name string, limit int, who string) error {
 // anonymousHost is what OpSessionOpen records as the session's host: the
 // client's, when it has no certificate (the quota key needs it after a
 // leader change); nothing otherwise.
-func anonymousHost(c *clientConn) string {
+func anonymousHost(c *quicfront.Conn) string {
 	if c.Identity() == "" {
 		return c.Host()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -42,10 +43,10 @@ func (f *front) register() {
 
 // handleUnary makes h the handler of requests of type t (on the QUIC
 // front, whose Call the HTTP API's requests take too).
-func (f *front) handleUnary(t session.MsgType, h unaryHandler) { f.quic.HandleUnary(t, h) }
+func (f *front) handleUnary(t session.MsgType, h quicfront.Unary) { f.quic.HandleUnary(t, h) }
 
 // handleStream makes h the handler of streaming requests of type t.
-func (f *front) handleStream(t session.MsgType, h streamHandler) { f.quic.HandleStream(t, h) }
+func (f *front) handleStream(t session.MsgType, h quicfront.Stream) { f.quic.HandleStream(t, h) }
 
 // readAt makes a read linearizable unless it asked for Stale, and returns
 // the revision to answer with: the applied index before the read, so that
@@ -73,7 +74,7 @@ func (f *front) readAt(ctx context.Context, req *session.Request) (uint64, error
 // read then waits out the client-cache invalidations of the node it may
 // have seen written (cache.go), and one asking to Cache registers the node
 // first; cached says whether it stays registered for c.
-func (f *front) nodeRead(ctx context.Context, c *clientConn, req *session.Request, read func() error) (rev uint64, cached bool, err error) {
+func (f *front) nodeRead(ctx context.Context, c *quicfront.Conn, req *session.Request, read func() error) (rev uint64, cached bool, err error) {
 	if req.Cache && !req.Stale {
 		f.reads.fills.Add(1)
 		cached = f.cache.register(c, req.Path)
@@ -123,7 +124,7 @@ func (f *front) stableRead(ctx context.Context, read func() error) (rev uint64, 
 	}
 }
 
-func (f *front) get(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) get(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func (f *front) get(ctx context.Context, c *clientConn, req *session.Request) (*
 	return &session.Response{Data: data, Stat: st, Rev: rev, Cached: cached}, nil
 }
 
-func (f *front) stat(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) stat(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -165,7 +166,7 @@ func (f *front) stat(ctx context.Context, c *clientConn, req *session.Request) (
 	return &session.Response{Stat: st, Rev: rev, Cached: cached}, nil
 }
 
-func (f *front) exists(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) exists(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -187,7 +188,7 @@ func (f *front) exists(ctx context.Context, c *clientConn, req *session.Request)
 	return &session.Response{Exists: ok, Stat: st, Rev: rev, Cached: cached}, nil
 }
 
-func (f *front) children(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) children(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func (f *front) children(ctx context.Context, c *clientConn, req *session.Reques
 	return &session.Response{Names: names, More: more, Rev: rev}, nil
 }
 
-func (f *front) sync(ctx context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+func (f *front) sync(ctx context.Context, _ *quicfront.Conn, _ *session.Request) (*session.Response, error) {
 	if err := f.s.LinearizableRead(ctx); err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func (f *front) sync(ctx context.Context, _ *clientConn, _ *session.Request) (*s
 
 // canRead fails with namespace.ErrPermissionDenied unless the client's
 // identity may read p (ValidatePath first, so a bad path says so).
-func (f *front) canRead(c *clientConn, p string) error {
+func (f *front) canRead(c *quicfront.Conn, p string) error {
 	if err := namespace.ValidatePath(p, f.s.store.Limits()); err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func (f *front) canRead(c *clientConn, p string) error {
 
 // readableChildren drops the names of children the client may not read: a
 // rule can deny a child of a readable node, and its name is its data too.
-func (f *front) readableChildren(c *clientConn, parent string, names []string) []string {
+func (f *front) readableChildren(c *quicfront.Conn, parent string, names []string) []string {
 	out := names[:0]
 	for _, n := range names {
 		if f.s.store.Authorize(c.Identity(), namespace.Join(parent, n), namespace.PermRead) == nil {
@@ -260,7 +261,7 @@ func (f *front) checkData(data []byte) error {
 	return nil
 }
 
-func (f *front) create(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) create(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if err := f.checkData(req.Data); err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ func (f *front) create(ctx context.Context, c *clientConn, req *session.Request)
 	return &session.Response{Path: res.Path, Stat: res.Stat, Rev: res.Index}, nil
 }
 
-func (f *front) set(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) set(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if err := f.checkData(req.Data); err != nil {
 		return nil, err
 	}
@@ -288,7 +289,7 @@ func (f *front) set(ctx context.Context, c *clientConn, req *session.Request) (*
 	return &session.Response{Stat: res.Stat, Rev: res.Index}, nil
 }
 
-func (f *front) delete(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) delete(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if req.Recursive {
 		// Deleting a subtree in one command could exceed any bound; the
 		// client deletes child by child (client/doc.go).
@@ -303,7 +304,7 @@ func (f *front) delete(ctx context.Context, c *clientConn, req *session.Request)
 	return &session.Response{Rev: res.Index}, nil
 }
 
-func (f *front) multi(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) multi(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if max := f.s.store.Limits().MaxMultiOps; len(req.Ops) > max {
 		return nil, fmt.Errorf("%w: %d > %d", namespace.ErrTooManyOps, len(req.Ops), max)
 	}
@@ -322,7 +323,7 @@ func (f *front) multi(ctx context.Context, c *clientConn, req *session.Request) 
 // More says the list was cut.
 const maxListedSessions = 10000
 
-func (f *front) sessions(ctx context.Context, _ *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) sessions(ctx context.Context, _ *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	rev, err := f.readAt(ctx, req)
 	if err != nil {
 		return nil, err
@@ -347,7 +348,7 @@ func (f *front) sessions(ctx context.Context, _ *clientConn, req *session.Reques
 	return resp, nil
 }
 
-func (f *front) members(_ context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+func (f *front) members(_ context.Context, _ *quicfront.Conn, _ *session.Request) (*session.Response, error) {
 	ms, err := f.s.Members()
 	if err != nil {
 		return nil, err
@@ -367,7 +368,7 @@ func memberInfos(ms []MemberStatus) []session.MemberInfo {
 	return out
 }
 
-func (f *front) status(_ context.Context, _ *clientConn, _ *session.Request) (*session.Response, error) {
+func (f *front) status(_ context.Context, _ *quicfront.Conn, _ *session.Request) (*session.Response, error) {
 	st, err := f.s.Status()
 	if err != nil {
 		return nil, err

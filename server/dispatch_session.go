@@ -10,6 +10,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/lease"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -41,7 +42,7 @@ func grantTTL(l namespace.Limits, millis int64) (time.Duration, error) {
 	return max(time.Duration(millis)*time.Millisecond, lo), nil
 }
 
-func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) openSession(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (f *front) openSession(ctx context.Context, c *clientConn, req *session.Req
 // resumeSession attaches an existing session to this connection: the
 // client reconnected, or followed a new leader. It also renews the lease,
 // since the client just proved it is alive.
-func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) resumeSession(_ context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func (f *front) resumeSession(_ context.Context, c *clientConn, req *session.Req
 }
 
 // keepAlive renews leases in the leader's memory; it never proposes.
-func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) keepAlive(_ context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if err := f.keep.Serving(); err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (f *front) keepAlive(_ context.Context, c *clientConn, req *session.Request
 	return resp, nil
 }
 
-func (f *front) closeSession(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) closeSession(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	if req.Session == 0 {
 		return nil, fmt.Errorf("%w: close names no session", session.ErrUnknownSession)
 	}

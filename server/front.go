@@ -84,14 +84,6 @@ type front struct {
 	capRefusals capRefusals
 }
 
-// A client connection of the QUIC front, and the handlers the front
-// routes requests to, as the member's handlers name them.
-type (
-	clientConn    = quicfront.Conn
-	unaryHandler  = quicfront.Unary
-	streamHandler = quicfront.Stream
-)
-
 // openFront makes the TLS config and binds the client listener, so that
 // ClientAddr is known (port 0 resolved) before Start, like the raft and
 // admin listeners. Connections are accepted from Start on.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latch-io/latch/namespace"
 	"github.com/latch-io/latch/server/locksvc"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -27,7 +28,7 @@ var (
 	_ locksvc.Leases     = lockMember{}
 	_ locksvc.Front      = lockMember{}
 	_ locksvc.Clock      = lockMember{}
-	_ locksvc.Conn       = (*clientConn)(nil)
+	_ locksvc.Conn       = (*quicfront.Conn)(nil)
 )
 
 func (m lockMember) Lock(node string) (namespace.LockInfo, error) { return m.f.s.store.Lock(node) }
@@ -84,7 +85,7 @@ func (m lockMember) ReadAt(ctx context.Context, req *session.Request) (uint64, e
 }
 
 func (m lockMember) CanRead(c locksvc.Conn, path string) error {
-	return m.f.canRead(c.(*clientConn), path)
+	return m.f.canRead(c.(*quicfront.Conn), path)
 }
 
 func (m lockMember) Now() int64 { return m.f.s.clock.Now() }
@@ -98,13 +99,13 @@ func (f *front) registerLocks() {
 		ApplyTimeout: s.cfg.ApplyTimeout, ExpiryTick: s.cfg.ExpiryTick, MaxFrameSize: s.cfg.Transport.MaxFrameSize,
 	}, locksvc.Parts{Store: m, Proposer: m, Leader: m, Leases: m, Front: m, Clock: m, Log: s.log})
 	f.locks = l
-	unary := func(h func(context.Context, locksvc.Conn, *session.Request) (*session.Response, error)) unaryHandler {
-		return func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	unary := func(h func(context.Context, locksvc.Conn, *session.Request) (*session.Response, error)) quicfront.Unary {
+		return func(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 			return h(ctx, c, req)
 		}
 	}
 	f.handleStream(session.MsgLock, f.serveLock)
-	f.handleStream(session.MsgLockNotices, func(ctx context.Context, c *clientConn, str *quic.Stream, _ *session.Request) error {
+	f.handleStream(session.MsgLockNotices, func(ctx context.Context, c *quicfront.Conn, str *quic.Stream, _ *session.Request) error {
 		return l.ServeNotices(ctx, c, str)
 	})
 	f.handleUnary(session.MsgLockCall, unary(l.Call))

@@ -12,13 +12,14 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/server/locksvc"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
 // clientReset reports whether the client reset str while its connection
 // lives: it gave up on the request. A stream that ended with its
 // connection is not a decision of the client.
-func clientReset(c *clientConn, str *quic.Stream) bool {
+func clientReset(c *quicfront.Conn, str *quic.Stream) bool {
 	if c.Context().Err() != nil {
 		return false
 	}
@@ -29,7 +30,7 @@ func clientReset(c *clientConn, str *quic.Stream) bool {
 // streamCaller is a MsgLock stream as the engine's caller.
 type streamCaller struct {
 	ctx context.Context // the handler's: the stream's, ended with the member too
-	c   *clientConn
+	c   *quicfront.Conn
 	str *quic.Stream
 	l   *locksvc.Service
 }
@@ -58,7 +59,7 @@ func (k *streamCaller) GaveUp() bool          { return clientReset(k.c, k.str) }
 
 // serveLock runs one MsgLock stream: request (or re-attach), wait, grant;
 // the member then follows the held lock for c (locksvc/notices.go).
-func (f *front) serveLock(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+func (f *front) serveLock(ctx context.Context, c *quicfront.Conn, str *quic.Stream, req *session.Request) error {
 	_, err := f.locks.Acquire(locksvc.Acquisition(c, req), &streamCaller{ctx: ctx, c: c, str: str, l: f.locks})
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -33,7 +34,7 @@ func (s *Server) LockHistory(ctx context.Context, path string, subtree bool, lim
 }
 
 func (f *front) registerLockHistory() {
-	f.handleUnary(session.MsgLockHistory, func(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+	f.handleUnary(session.MsgLockHistory, func(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 		if err := f.canRead(c, req.Path); err != nil {
 			return nil, err
 		}

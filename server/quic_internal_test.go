@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
@@ -54,7 +55,7 @@ func TestDevFrontAndPanicGuard(t *testing.T) {
 	if _, port, _ := net.SplitHostPort(s.ClientAddr()); port == "0" {
 		t.Fatalf("client address %s: port not resolved", s.ClientAddr())
 	}
-	s.front.handleUnary(session.MsgSync, func(context.Context, *clientConn, *session.Request) (*session.Response, error) {
+	s.front.handleUnary(session.MsgSync, func(context.Context, *quicfront.Conn, *session.Request) (*session.Response, error) {
 		panic("handler bug")
 	})
 	dir := filepath.Join(s.cfg.DataDir, devTLSDir)

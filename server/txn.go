@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/session"
 )
 
 // txn serves MsgTxn: the compares and both branches go into one OpTxn,
 // which Apply decides (namespace/txn.go). Multi is its special case
 // without compares or else, and shares the op checks and the answer.
-func (f *front) txn(ctx context.Context, c *clientConn, req *session.Request) (*session.Response, error) {
+func (f *front) txn(ctx context.Context, c *quicfront.Conn, req *session.Request) (*session.Response, error) {
 	l := f.s.store.Limits()
 	if n := len(req.Ops) + len(req.Else); n > l.MaxMultiOps {
 		return nil, fmt.Errorf("%w: %d then+else ops > %d", namespace.ErrTooManyOps, n, l.MaxMultiOps)

@@ -8,6 +8,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/latch-io/latch/namespace"
+	"github.com/latch-io/latch/server/quicfront"
 	"github.com/latch-io/latch/server/watch"
 	"github.com/latch-io/latch/session"
 )
@@ -25,7 +26,7 @@ const allWatchKinds = session.WatchData | session.WatchChildren | session.WatchE
 // revision the watch starts after), then frames of events until the client
 // cancels, the connection ends, a one-shot fired, or the watch fell behind
 // (a final Resync). Any member serves watches from its own applied log.
-func (f *front) serveWatch(ctx context.Context, c *clientConn, str *quic.Stream, req *session.Request) error {
+func (f *front) serveWatch(ctx context.Context, c *quicfront.Conn, str *quic.Stream, req *session.Request) error {
 	if err := namespace.ValidatePath(req.Path, f.s.store.Limits()); err != nil {
 		return err
 	}
